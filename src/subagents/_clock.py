@@ -1,0 +1,46 @@
+"""Time as an injected dependency: real time in the CLI and benchmarks, a fake clock in tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+__all__ = ["Clock", "FakeClock", "SystemClock"]
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the epoch."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` of this clock's time."""
+        ...
+
+
+class SystemClock:
+    """Wall-clock time and real sleeps."""
+
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class FakeClock:
+    """A clock that jumps: `sleep` advances time at once, so timed scripts run in zero real time."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self._now = start
+
+    def now(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        self._now += max(0.0, seconds)
+        await asyncio.sleep(0)

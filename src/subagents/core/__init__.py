@@ -1,0 +1,35 @@
+"""Core: the agent loop, the inbox, live events and the `Runtime` composition root."""
+
+from ._agent import Agent as Agent, AgentConfig as AgentConfig, CancelCause as CancelCause
+from ._bus import (
+    AgentCreated as AgentCreated,
+    AgentDisposed as AgentDisposed,
+    AgentFailed as AgentFailed,
+    AgentStatusChanged as AgentStatusChanged,
+    EventBus as EventBus,
+    LiveEvent as LiveEvent,
+    SessionEventPosted as SessionEventPosted,
+)
+from ._runtime import (
+    RunResult as RunResult,
+    Runtime as Runtime,
+    default_store_path as default_store_path,
+    run_result as run_result,
+)
+
+__all__ = [
+    "Agent",
+    "AgentConfig",
+    "AgentCreated",
+    "AgentDisposed",
+    "AgentFailed",
+    "AgentStatusChanged",
+    "CancelCause",
+    "EventBus",
+    "LiveEvent",
+    "RunResult",
+    "Runtime",
+    "SessionEventPosted",
+    "default_store_path",
+    "run_result",
+]

@@ -1,0 +1,238 @@
+"""`Agent`: one session's inbox, status, cancellation and the driver that runs its turns."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .._tasks import TaskOwner
+from ..errors import ClosedError
+from ..ids import SessionId
+from ..messages import Message, MessageSource, UserMessage, user_message
+from ..models import Model
+from ..sessions import (
+    AssistantMessageEvent,
+    EventRecord,
+    ModelErrorEvent,
+    RequestHeader,
+    SessionEvent,
+    StopReason,
+    TurnStart,
+)
+from ..sessions._events import InboxTarget
+from ..sessions._projections import TranscriptProjection, fold
+from ..sessions._session import Session
+from ..tools import ToolScope
+from ._bus import AgentDisposed, AgentStatusChanged, EventBus, SessionEventPosted
+from ._inbox import Inbox
+
+__all__ = ["Agent", "AgentConfig", "CancelCause"]
+
+log = logging.getLogger("subagents.agent")
+
+CancelCause = Literal["user", "parent", "disposed", "hook", "shutdown"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentConfig:
+    """How an agent talks to its model: its full name, instructions and loop limits."""
+
+    name: str = "lead"
+    instructions: str = "You are a helpful agent. Use the tools you have when they help."
+    max_parallel_tools: int | None = None
+    """Cap on parallel-safe calls of one response running at once (None: no cap)."""
+    max_tokens: int | None = None
+
+
+class Agent:
+    """An agent and its session share one id. Input arrives through the inbox (`followup`,
+    `steer`, `inject`); a driver task runs turns while there is work; `cancel` stops the
+    current turn with a recorded cause; `dispose` reaches quiescence and releases the agent.
+    """
+
+    def __init__(
+        self,
+        *,
+        session: Session,
+        model: Model,
+        tools: ToolScope,
+        bus: EventBus,
+        config: AgentConfig,
+    ) -> None:
+        self.session = session
+        self.model = model
+        self.tools = tools
+        self.bus = bus
+        self.config = config
+        self.inbox = Inbox(self._append)
+        self._tasks = TaskOwner(f"agent {config.name}")
+        self._status: Literal["idle", "running"] = "idle"
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._driver: asyncio.Task[None] | None = None
+        self._turn_task: asyncio.Task[StopReason] | None = None
+        self._abort_cause: str | None = None
+        self._wake = False
+        self._disposed = False
+        self._restore(session.records)
+
+    def _restore(self, records: Sequence[EventRecord]) -> None:
+        """Rebuild the caches a loop needs from the stored log (cold load or fork seed)."""
+        self.inbox.replay(records)
+        self.turn_number = 0
+        self.call_index = 0
+        self.transcript: list[Message] = list(fold(TranscriptProjection(), records))
+        self.last_header: tuple[str, str, str, tuple[str, ...]] | None = None
+        self.header_reason: Literal["initial", "resume"] = "initial"
+        for record in records:
+            match record.event:
+                case TurnStart(turn=turn):
+                    self.turn_number = turn
+                case AssistantMessageEvent() | ModelErrorEvent():
+                    self.call_index += 1
+                case RequestHeader():
+                    self.header_reason = "resume"
+                case _:
+                    pass
+
+    # -- identity and state ------------------------------------------------------------------
+
+    @property
+    def id(self) -> SessionId:
+        return self.session.id
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def status(self) -> Literal["idle", "running"]:
+        return self._status
+
+    @property
+    def disposed(self) -> bool:
+        return self._disposed
+
+    def _set_status(self, status: Literal["idle", "running"]) -> None:
+        if status != self._status:
+            self._status = status
+            self.bus.emit(AgentStatusChanged(self.id, self.name, status))
+
+    async def _append(self, event: SessionEvent) -> EventRecord:
+        record = await self.session.append(event)
+        if self.bus.active:
+            self.bus.emit(SessionEventPosted(self.id, self.name, record))
+        return record
+
+    async def when_idle(self) -> None:
+        """Wait until no turn runs and no waking work is pending."""
+        await self._idle.wait()
+
+    # -- input ------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        message: UserMessage | str,
+        *,
+        target: InboxTarget = "next-turn",
+        wake: bool = True,
+        source: MessageSource | None = None,
+    ) -> UserMessage:
+        """Queue `message`; it is durable in the log when this returns."""
+        if self._disposed:
+            raise ClosedError(f"agent {self.name!r} ({self.id}) is disposed; it takes no input")
+        if isinstance(message, str):
+            message = user_message(message, source=source)
+        if wake and self._abort_cause is not None:
+            # The current activity is being aborted: the message waits for the next turn.
+            target = "next-turn"
+        await self.inbox.append(message, target)
+        if wake:
+            self._wake = True
+            self._kick()
+        return message
+
+    async def followup(self, message: UserMessage | str) -> UserMessage:
+        """Queue an ordinary later turn."""
+        return await self.send(message, target="next-turn", wake=True)
+
+    async def steer(self, message: UserMessage | str) -> UserMessage:
+        """Enter `message` at the next step boundary, starting a turn if idle."""
+        return await self.send(message, target="next-step", wake=True)
+
+    async def inject(self, message: UserMessage | str) -> UserMessage:
+        """Enter `message` at the next step boundary without waking an idle agent."""
+        return await self.send(message, target="next-step", wake=False)
+
+    # -- driver -----------------------------------------------------------------------------
+
+    def _kick(self) -> None:
+        if self._driver is None or self._driver.done():
+            self._idle.clear()
+            self._set_status("running")
+            self._driver = self._tasks.spawn(self._drive(), name=f"driver {self.name}")
+
+    async def _drive(self) -> None:
+        from ._loop import run_turn
+
+        try:
+            while not self._disposed and (
+                self.inbox.next_turn or (self._wake and self.inbox.next_step)
+            ):
+                self._wake = False
+                self._abort_cause = None
+                self._turn_task = self._tasks.spawn(run_turn(self), name=f"turn {self.name}")
+                try:
+                    reason = await self._turn_task
+                finally:
+                    self._turn_task = None
+                if reason == "error":
+                    break  # queued work waits for the next wake
+        finally:
+            self._abort_cause = None
+            self._set_status("idle")
+            self._idle.set()
+
+    def take_abort_cause(self) -> str | None:
+        """The cause of our own cancellation of the current turn (None: not ours)."""
+        return self._abort_cause
+
+    # -- cancellation and disposal -------------------------------------------------------------
+
+    async def cancel(self, cause: CancelCause = "user", *, keep_inbox: bool = False) -> None:
+        """Stop the current turn, recording `cause` (the first cause wins).
+
+        Without `keep_inbox` pending input is durably cancelled first; with it, pending
+        next-turn work runs once the aborted turn has closed. An idle agent aborts nothing.
+        """
+        if not keep_inbox:
+            self._wake = False
+            await self.inbox.clear()
+        task = self._turn_task
+        if task is not None and not task.done() and self._abort_cause is None:
+            self._abort_cause = cause
+            task.cancel()
+
+    async def dispose(self, *, keep_inbox: bool = False) -> None:
+        """Abort, wait for quiescence and release the agent; safe to call twice.
+
+        `keep_inbox=True` leaves pending input in the log so a later resume runs it.
+        """
+        if self._disposed:
+            await self._tasks.aclose()
+            return
+        self._disposed = True
+        await self.cancel("disposed", keep_inbox=keep_inbox)
+        driver = self._driver
+        if driver is not None and not driver.done():
+            await asyncio.wait([driver])
+        await self._tasks.aclose()
+        self.tools.close()
+        self._idle.set()
+        self.bus.emit(AgentDisposed(self.id, self.name))
+
+    def live_tasks(self) -> int:
+        return len(self._tasks)

@@ -1,0 +1,104 @@
+"""The inbox: two ordered lists of pending user messages, a projection of durable splices.
+
+`next-turn` holds prompts, each the sole ordinary message of its own turn; `next-step` holds
+input for the nearest step boundary (steering, injected context, notices). Every mutation is
+committed as an `agent/inbox/spliced` event before the lists change; a claim is recorded by the
+`user/message` event that enters the message, so claiming costs no extra write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+
+from ..errors import ErrorCode, UsageError
+from ..ids import MessageId
+from ..messages import UserMessage
+from ..sessions import EventRecord, InboxSpliced, SessionEvent, UserMessageEvent
+from ..sessions._events import InboxTarget
+
+__all__ = ["Inbox"]
+
+Append = Callable[[SessionEvent], Awaitable[EventRecord]]
+
+
+class Inbox:
+    def __init__(self, append: Append) -> None:
+        self._append = append
+        self.next_turn: list[UserMessage] = []
+        self.next_step: list[UserMessage] = []
+
+    def _list(self, target: InboxTarget) -> list[UserMessage]:
+        return self.next_turn if target == "next-turn" else self.next_step
+
+    def pending_ids(self) -> set[MessageId]:
+        return {m.id for m in self.next_turn} | {m.id for m in self.next_step}
+
+    def __bool__(self) -> bool:
+        return bool(self.next_turn or self.next_step)
+
+    async def append(self, message: UserMessage, target: InboxTarget) -> None:
+        if message.id in self.pending_ids():
+            raise UsageError(
+                f'message "{message.id}" is already pending', code=ErrorCode.DUPLICATE
+            )
+        items = self._list(target)
+        event = InboxSpliced(target=target, start=len(items), inserted=(message,))
+        await self._append(event)
+        items.append(message)
+
+    async def remove(self, message_id: str) -> bool:
+        """Durably cancel one pending message; False when it is no longer pending."""
+        for target in ("next-step", "next-turn"):
+            items = self._list(target)
+            for index, message in enumerate(items):
+                if message.id == message_id:
+                    await self._append(
+                        InboxSpliced(target=target, start=index, removed=1, outcome="canceled")
+                    )
+                    del items[index]
+                    return True
+        return False
+
+    async def clear(self) -> list[UserMessage]:
+        """Durably cancel everything pending (next-step first); returns what was dropped."""
+        dropped: list[UserMessage] = []
+        for target in ("next-step", "next-turn"):
+            items = self._list(target)
+            if items:
+                await self._append(
+                    InboxSpliced(target=target, start=0, removed=len(items), outcome="canceled")
+                )
+                dropped.extend(items)
+                items.clear()
+        return dropped
+
+    def claim(self, first_step: bool) -> list[UserMessage]:
+        """Take the batch for a step: all of next-step, then (first step only) one next-turn.
+
+        The caller must append a `user/message` for each claimed message, which is what makes
+        the claim durable.
+        """
+        batch = list(self.next_step)
+        self.next_step.clear()
+        if first_step and self.next_turn:
+            batch.append(self.next_turn.pop(0))
+        return batch
+
+    def replay(self, records: Iterable[EventRecord]) -> None:
+        """Rebuild the lists from a log: splices insert and cancel, entered messages leave."""
+        for record in records:
+            match record.event:
+                case InboxSpliced(target=target, start=start, removed=removed, inserted=inserted):
+                    items = self._list(target)
+                    items[start : start + removed] = inserted
+                case UserMessageEvent(message=message):
+                    self._drop(message.id)
+                case _:
+                    pass
+
+    def _drop(self, message_id: str) -> None:
+        for items in (self.next_step, self.next_turn):
+            for index, message in enumerate(items):
+                if message.id == message_id:
+                    del items[index]
+                    return

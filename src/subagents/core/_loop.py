@@ -1,0 +1,318 @@
+"""The turn and step loop: claim input, call the model, run tools, record everything.
+
+A turn drains the inbox; a step is one model request plus the tool calls it asked for. Each
+request is built from caches the agent keeps up to date (transcript, tool schemas), never
+re-derived from the whole log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Literal
+
+from ..errors import ErrorCode, ModelError, SubagentsError
+from ..ids import new_message_id
+from ..messages import AssistantMessage, ToolCallBlock, ToolResultMessage
+from ..models import BlockAssembler, ModelRequest
+from ..sessions import (
+    AssistantMessageEvent,
+    ModelErrorEvent,
+    RequestHeader,
+    StepEnd,
+    StepStart,
+    StopReason,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+    UserMessageEvent,
+)
+from ..tools import ToolOutcome, execute_tool
+from ._bus import AgentFailed
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ["run_turn"]
+
+log = logging.getLogger("subagents.loop")
+
+StepOutcome = Literal["completed", "continue", "max-tokens", "refusal"]
+
+ABORTED_TEXT = "Error: tool call aborted"
+ABORTED_BEFORE_DISPATCH_TEXT = "Error: tool call aborted before dispatch"
+
+
+async def run_turn(agent: Agent) -> StopReason:
+    """Run one turn to its end and record how it ended."""
+    agent.turn_number += 1
+    turn = agent.turn_number
+    append = agent._append  # pyright: ignore[reportPrivateUsage]
+    await append(TurnStart(turn=turn))
+    step = 0
+    step_open = False
+    end = TurnEnd(turn=turn, reason="completed")
+    try:
+        sticky_max_tokens = False
+        while True:
+            batch = agent.inbox.claim(first_step=step == 0)
+            if step == 0 and not batch:
+                break  # the waking input was withdrawn: nothing to run
+            step += 1
+            await append(StepStart(turn=turn, step=step))
+            step_open = True
+            for message in batch:
+                await append(UserMessageEvent(message=message, turn=turn))
+                agent.transcript.append(message)
+            outcome = await _run_step(agent, turn, step)
+            step_open = False
+            await append(StepEnd(turn=turn, step=step))
+            if outcome == "continue":
+                continue
+            if outcome == "max-tokens":
+                sticky_max_tokens = True
+            elif outcome == "refusal":
+                end = TurnEnd(turn=turn, reason="refusal")
+            if not agent.inbox.next_step:
+                break
+        if sticky_max_tokens:
+            end = TurnEnd(turn=turn, reason="max-tokens")
+    except asyncio.CancelledError:
+        cause = agent.take_abort_cause()
+        if step_open:
+            await append(StepEnd(turn=turn, step=step))
+        await append(TurnEnd(turn=turn, reason="aborted", cause=cause or "cancelled"))
+        if cause is None:
+            raise  # a cancellation from outside always wins
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()
+        return "aborted"
+    except Exception as exc:
+        end = _error_end(agent, turn, exc)
+    if step_open:
+        await append(StepEnd(turn=turn, step=step))
+    await append(end)
+    return end.reason
+
+
+def _error_end(agent: Agent, turn: int, exc: Exception) -> TurnEnd:
+    if isinstance(exc, SubagentsError):
+        code, message = str(exc.code), exc.message
+    else:
+        log.exception("turn %d of %s failed", turn, agent.name)
+        code, message = str(ErrorCode.INTERNAL), f"{type(exc).__name__}: {exc}"
+    agent.bus.emit(AgentFailed(agent.id, agent.name, turn, code, message))
+    return TurnEnd(turn=turn, reason="error", error_code=code, error_message=message)
+
+
+def _build_request(agent: Agent) -> ModelRequest:
+    return ModelRequest(
+        agent_name=agent.name,
+        session_id=agent.id,
+        call_index=agent.call_index,
+        system=agent.config.instructions,
+        messages=agent.transcript,
+        tools=agent.tools.schemas(),
+        max_tokens=agent.config.max_tokens,
+    )
+
+
+async def _log_request_header(agent: Agent, request: ModelRequest) -> None:
+    key = (
+        agent.model.provider,
+        agent.model.name,
+        request.system,
+        tuple(t.name for t in request.tools),
+    )
+    if key == agent.last_header:
+        return
+    reason = agent.header_reason if agent.last_header is None else "change"
+    agent.last_header = key
+    await agent._append(  # pyright: ignore[reportPrivateUsage]
+        RequestHeader(reason=reason, provider=key[0], model=key[1], system=key[2], tools=key[3])
+    )
+
+
+async def _run_step(agent: Agent, turn: int, step: int) -> StepOutcome:
+    append = agent._append  # pyright: ignore[reportPrivateUsage]
+    request = _build_request(agent)
+    await _log_request_header(agent, request)
+    assembler = BlockAssembler(provider=agent.model.provider, model=agent.model.name)
+    agent.call_index += 1
+    try:
+        async for chunk in agent.model.stream(request):
+            assembler.feed(chunk)
+    except asyncio.CancelledError:
+        if assembler.has_visible_text():
+            partial = assembler.message(interrupted=True)
+            await append(
+                AssistantMessageEvent(
+                    turn=turn, step=step, message=partial, usage=assembler.usage, interrupted=True
+                )
+            )
+            agent.transcript.append(partial)
+        raise
+    except Exception as exc:
+        error = (
+            exc
+            if isinstance(exc, ModelError)
+            else ModelError(f"model adapter failed: {type(exc).__name__}: {exc}")
+        )
+        await append(ModelErrorEvent(turn=turn, step=step, code=error.code, message=error.message))
+        raise error from exc
+    message = assembler.message()
+    await append(
+        AssistantMessageEvent(
+            turn=turn, step=step, message=message, finish=assembler.finish, usage=assembler.usage
+        )
+    )
+    if message.content:
+        agent.transcript.append(message)
+    if assembler.finish in ("max-tokens", "refusal"):
+        return "max-tokens" if assembler.finish == "max-tokens" else "refusal"
+    if not message.tool_calls:
+        return "completed"
+    concluded = await _run_tools(agent, turn, step, message)
+    return "completed" if concluded else "continue"
+
+
+class _CallContext:
+    """The `ToolContext` a handler receives."""
+
+    __slots__ = ("agent", "call_id", "concluded", "tool_name")
+
+    def __init__(self, agent: Agent, call: ToolCallBlock) -> None:
+        self.agent = agent
+        self.call_id = call.id
+        self.tool_name = call.name
+        self.concluded = [False]
+
+    @property
+    def agent_id(self) -> str:
+        return self.agent.id
+
+    @property
+    def agent_name(self) -> str:
+        return self.agent.name
+
+    def conclude_turn(self) -> None:
+        self.concluded[0] = True
+
+
+async def _execute(agent: Agent, call: ToolCallBlock) -> ToolOutcome:
+    ctx = _CallContext(agent, call)
+    return await execute_tool(agent.tools, call, ctx, concluded=ctx.concluded)
+
+
+def _groups(agent: Agent, calls: tuple[ToolCallBlock, ...]) -> list[list[int]]:
+    """Consecutive parallel-safe calls share a group (up to the cap); others run alone."""
+    cap = agent.config.max_parallel_tools
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for index, call in enumerate(calls):
+        spec = agent.tools.get(call.name)
+        if spec is not None and spec.parallel_safe:
+            if cap is not None and len(current) >= cap:
+                groups.append(current)
+                current = []
+            current.append(index)
+            continue
+        if current:
+            groups.append(current)
+            current = []
+        groups.append([index])
+    if current:
+        groups.append(current)
+    return groups
+
+
+async def _run_tools(agent: Agent, turn: int, step: int, message: AssistantMessage) -> bool:
+    """Run the calls of one response and commit their results in call order.
+
+    On cancellation, finished calls keep their results, started ones become `ABORTED` and
+    calls never started get a `tool/call` + `tool/result` pair `ABORTED_BEFORE_DISPATCH`.
+    """
+    append = agent._append  # pyright: ignore[reportPrivateUsage]
+    calls = message.tool_calls
+    outcomes: dict[int, ToolOutcome] = {}
+    tasks: dict[int, asyncio.Task[ToolOutcome]] = {}
+    started: set[int] = set()
+    committed = 0
+    concluded = False
+
+    async def commit(index: int, outcome: ToolOutcome) -> None:
+        call = calls[index]
+        result = ToolResultMessage(
+            id=new_message_id(),
+            call_id=call.id,
+            name=call.name,
+            content=outcome.content,
+            is_error=outcome.is_error,
+        )
+        await append(
+            ToolResultEvent(
+                turn=turn,
+                step=step,
+                message=result,
+                code=outcome.code,
+                concludes_turn=outcome.concludes_turn,
+            )
+        )
+        agent.transcript.append(result)
+
+    try:
+        for group in _groups(agent, calls):
+            for index in group:
+                call = calls[index]
+                await append(
+                    ToolCallEvent(
+                        turn=turn,
+                        step=step,
+                        call_id=call.id,
+                        name=call.name,
+                        arguments=call.arguments,
+                    )
+                )
+                started.add(index)
+            if len(group) == 1:
+                outcomes[group[0]] = await _execute(agent, calls[group[0]])
+            else:
+                async with asyncio.TaskGroup() as tg:
+                    for index in group:
+                        tasks[index] = tg.create_task(_execute(agent, calls[index]))
+                for index in group:
+                    outcomes[index] = tasks[index].result()
+            for index in group:
+                await commit(index, outcomes[index])
+                committed = index + 1
+                concluded = concluded or outcomes[index].concludes_turn
+    except asyncio.CancelledError:
+        for index in range(committed, len(calls)):
+            task = tasks.get(index)
+            if index not in outcomes and task is not None and task.done() and not task.cancelled():
+                outcomes[index] = task.result()
+            if index in outcomes:
+                await commit(index, outcomes[index])
+            elif index in started:
+                await commit(index, ToolOutcome(ABORTED_TEXT, True, ErrorCode.ABORTED))
+            else:
+                call = calls[index]
+                await append(
+                    ToolCallEvent(
+                        turn=turn,
+                        step=step,
+                        call_id=call.id,
+                        name=call.name,
+                        arguments=call.arguments,
+                    )
+                )
+                await commit(
+                    index,
+                    ToolOutcome(
+                        ABORTED_BEFORE_DISPATCH_TEXT, True, ErrorCode.ABORTED_BEFORE_DISPATCH
+                    ),
+                )
+        raise
+    return concluded

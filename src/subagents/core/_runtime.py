@@ -1,0 +1,227 @@
+"""`Runtime`: the composition root. It owns the store, the model, the tools and the agents."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, Self
+
+from .._clock import Clock, SystemClock
+from ..errors import ClosedError, ConfigError, ErrorCode
+from ..ids import SessionId, new_session_id
+from ..messages import AssistantMessage, Usage
+from ..models import Model
+from ..sessions import (
+    AssistantMessageEvent,
+    EventRecord,
+    EventStore,
+    SessionHeader,
+    StopReason,
+    TurnEnd,
+)
+from ..sessions._projections import UsageProjection, fold
+from ..sessions._repair import interrupted_turn_closers
+from ..sessions._session import Session
+from ..tools import ToolRegistry, ToolSpec
+from ._agent import Agent, AgentConfig
+from ._bus import AgentCreated, EventBus, LiveEvent
+
+__all__ = ["RunResult", "Runtime"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """What a run produced: the lead's last answer and how its last turn ended."""
+
+    session_id: SessionId
+    stop_reason: StopReason | None
+    output: str
+    usage: Usage
+    error_code: str | None = None
+    error_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.stop_reason == "completed"
+
+
+class Runtime:
+    """Runs agents on one store and one model.
+
+    ```python
+    async with Runtime(model=ScriptedModel.from_file("demo.yaml"), store="state.db") as rt:
+        result = await rt.run("Review app.py")
+    ```
+
+    The runtime owns what it is given: it opens and closes the store and the model.
+    `store` is an `EventStore`, a path or `sqlite:///` URL, or None for the default
+    (`$SUBAGENTS_STORE`, else `$SUBAGENTS_HOME/state.db`).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        store: EventStore | str | Path | None = None,
+        tools: Iterable[ToolSpec] = (),
+        clock: Clock | None = None,
+        tenant: str = "default",
+        cwd: str | Path | None = None,
+        model_spec: str | None = None,
+    ) -> None:
+        if not tenant:
+            raise ConfigError("tenant must be a non-empty string", code=ErrorCode.CONFIG)
+        self.model = model
+        self.model_spec = model_spec
+        self.tools = ToolRegistry(list(tools))
+        self.clock: Clock = clock or SystemClock()
+        self.tenant = tenant
+        self.cwd = str(Path(cwd or os.getcwd()).resolve())
+        self.bus = EventBus()
+        self._store_arg = store
+        self._store: EventStore | None = None
+        self._agents: dict[SessionId, Agent] = {}
+        self._stack = AsyncExitStack()
+        self._state: Literal["unopened", "opened", "closed"] = "unopened"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._state != "unopened":
+            raise ClosedError(f"cannot reopen a runtime that is {self._state}")
+        store = self._store_arg
+        if store is None or isinstance(store, str | Path):
+            from ..sessions._sqlite import SqliteEventStore, parse_store_url
+
+            store = SqliteEventStore(
+                parse_store_url(str(store)) if store is not None else default_store_path()
+            )
+        self._stack.push_async_callback(self.model.aclose)
+        self._store = await self._stack.enter_async_context(store)
+        self._state = "opened"
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Release every agent (pending input stays in the log), then the store and model."""
+        if self._state == "closed":
+            return
+        self._state = "closed"
+        try:
+            for agent in list(self._agents.values()):
+                await agent.dispose(keep_inbox=True)
+            self._agents.clear()
+        finally:
+            await self._stack.aclose()
+
+    @property
+    def store(self) -> EventStore:
+        if self._store is None or self._state != "opened":
+            raise ClosedError(f"the runtime is {self._state}; use it inside `async with`")
+        return self._store
+
+    def subscribe(self, listener: Callable[[LiveEvent], None]) -> Callable[[], None]:
+        """Watch live events (status changes, committed events); returns an unsubscribe."""
+        return self.bus.subscribe(listener)
+
+    # -- agents -------------------------------------------------------------------------------
+
+    @property
+    def agents(self) -> dict[SessionId, Agent]:
+        return dict(self._agents)
+
+    async def create_agent(self, *, config: AgentConfig | None = None) -> Agent:
+        """Start a new root session (named `lead`) and its agent."""
+        header = SessionHeader(
+            id=new_session_id(),
+            tenant=self.tenant,
+            created_at=self.clock.now(),
+            cwd=self.cwd,
+            model_spec=self.model_spec,
+        )
+        await self.store.create(header)
+        return self._publish(Session(header, self.store, self.clock), config or AgentConfig())
+
+    async def resume_agent(
+        self, session_id: SessionId | str, *, config: AgentConfig | None = None
+    ) -> Agent:
+        """Load a stored session, close a turn a crash left open, and rebuild its agent."""
+        existing = self._agents.get(SessionId(session_id))
+        if existing is not None:
+            return existing
+        header = await self.store.get_header(SessionId(session_id), tenant=self.tenant)
+        records = await self.store.read(header.id, tenant=self.tenant)
+        session = Session(header, self.store, self.clock, records)
+        for event in interrupted_turn_closers(records):
+            await session.append(event)
+        return self._publish(session, config or AgentConfig())
+
+    def _publish(self, session: Session, config: AgentConfig) -> Agent:
+        agent = Agent(
+            session=session,
+            model=self.model,
+            tools=self.tools.scope(),
+            bus=self.bus,
+            config=config,
+        )
+        self._agents[agent.id] = agent
+        self.bus.emit(AgentCreated(agent.id, agent.name, session.header.parent))
+        return agent
+
+    async def run(self, prompt: str, *, agent: Agent | None = None) -> RunResult:
+        """Send `prompt` to `agent` (a new lead by default) and wait until it is idle."""
+        if not prompt.strip():
+            raise ConfigError(
+                "a prompt is required, for example: subagents run 'review app.py'",
+                code=ErrorCode.USAGE,
+            )
+        agent = agent or await self.create_agent()
+        first = agent.session.next_seq
+        await agent.followup(prompt)
+        await agent.when_idle()
+        return run_result(agent.id, agent.session.records[first:])
+
+
+def run_result(session_id: SessionId, records: Iterable[EventRecord]) -> RunResult:
+    """Fold an interval of a log into its result: the last non-empty answer, the last ending."""
+    records = list(records)
+    output = ""
+    end: TurnEnd | None = None
+    for record in records:
+        match record.event:
+            case AssistantMessageEvent(message=AssistantMessage() as message) if message.text:
+                output = message.text
+            case TurnEnd() as turn_end:
+                end = turn_end
+            case _:
+                pass
+    return RunResult(
+        session_id=session_id,
+        stop_reason=end.reason if end else None,
+        output=output,
+        usage=fold(UsageProjection(), records).usage,
+        error_code=end.error_code if end else None,
+        error_message=end.error_message if end else None,
+    )
+
+
+def default_store_path() -> Path:
+    """`$SUBAGENTS_STORE`, else `$SUBAGENTS_HOME/state.db` (home defaults to ~/.subagents)."""
+    explicit = os.environ.get("SUBAGENTS_STORE")
+    if explicit:
+        from ..sessions._sqlite import parse_store_url
+
+        return parse_store_url(explicit)
+    home = os.environ.get("SUBAGENTS_HOME") or str(Path.home() / ".subagents")
+    return Path(home) / "state.db"

@@ -1,0 +1,122 @@
+"""Content blocks, messages, tool calls and token usage: frozen msgspec Structs.
+
+Messages are identified and immutable. The model sees three roles: user messages (prompts,
+steering, notices), assistant messages (text, reasoning and tool calls) and tool results.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import msgspec
+
+from .ids import MessageId, new_message_id
+
+__all__ = [
+    "AssistantMessage",
+    "ContentBlock",
+    "JsonObject",
+    "JsonValue",
+    "Message",
+    "MessageSource",
+    "ReasoningBlock",
+    "TextBlock",
+    "ToolCallBlock",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+    "user_message",
+]
+
+JsonValue: TypeAlias = Any
+"""A lossless JSON value (the one place `Any` is allowed: JSON boundaries)."""
+JsonObject: TypeAlias = dict[str, Any]
+
+
+class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="kind"):
+    text: str
+
+
+class ReasoningBlock(msgspec.Struct, frozen=True, tag="reasoning", tag_field="kind"):
+    text: str
+
+
+class ToolCallBlock(msgspec.Struct, frozen=True, tag="tool-call", tag_field="kind"):
+    """A tool call as the model wrote it; `arguments` is the raw JSON string."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+ContentBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock
+
+
+class MessageSource(msgspec.Struct, frozen=True):
+    """Who put a message into an agent's inbox: `user`, `parent`, `notice`, `runtime`, ..."""
+
+    kind: str = "user"
+    name: str | None = None
+
+
+class UserMessage(msgspec.Struct, frozen=True, tag="user", tag_field="role"):
+    id: MessageId
+    content: tuple[TextBlock, ...]
+    source: MessageSource = MessageSource()
+
+    @property
+    def text(self) -> str:
+        return "".join(block.text for block in self.content)
+
+
+class AssistantMessage(msgspec.Struct, frozen=True, tag="assistant", tag_field="role"):
+    id: MessageId
+    content: tuple[ContentBlock, ...]
+    provider: str = ""
+    model: str = ""
+    replay_state: JsonValue = None
+
+    @property
+    def text(self) -> str:
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(b.text for b in self.content if isinstance(b, ReasoningBlock))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallBlock, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolCallBlock))
+
+
+class ToolResultMessage(msgspec.Struct, frozen=True, tag="tool", tag_field="role"):
+    id: MessageId
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+
+
+class Usage(msgspec.Struct, frozen=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+def user_message(text: str, *, source: MessageSource | None = None) -> UserMessage:
+    """A new, freshly identified user message holding `text`."""
+    return UserMessage(
+        id=new_message_id(), content=(TextBlock(text),), source=source or MessageSource()
+    )

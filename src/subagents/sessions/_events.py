@@ -1,0 +1,260 @@
+"""Durable event kinds: one tagged union, one codec.
+
+Every event carries `kind` (the spec's slash name, frozen once written) and `v` (its payload
+version). Readers accept every version listed in `SUPPORTED_VERSIONS` and refuse the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from ..errors import ErrorCode, StoreError
+from ..ids import SessionId
+from ..messages import AssistantMessage, ToolResultMessage, Usage, UserMessage
+
+__all__ = [
+    "AssistantMessageEvent",
+    "EventRecord",
+    "InboxSpliced",
+    "InboxTarget",
+    "ModelErrorEvent",
+    "RequestHeader",
+    "SessionEndSeed",
+    "SessionEvent",
+    "SessionHeader",
+    "StepEnd",
+    "StepStart",
+    "StopReason",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "TurnEnd",
+    "TurnStart",
+    "UserMessageEvent",
+    "decode_event",
+    "decode_header",
+    "encode_event",
+    "encode_header",
+    "EVENT_KINDS",
+    "HEADER_VERSION",
+]
+
+StopReason: TypeAlias = Literal[
+    "completed", "aborted", "error", "max-tokens", "refusal", "interrupted"
+]
+"""How a turn ended; `interrupted` is written only by crash repair."""
+
+InboxTarget: TypeAlias = Literal["next-turn", "next-step"]
+
+HEADER_VERSION = 1
+"""v1: id, parent, root, origin, depth, cwd, tenant, created_at, model_spec, name."""
+
+
+class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
+    """Immutable facts about a session, stored beside its log."""
+
+    id: SessionId
+    tenant: str
+    created_at: float
+    cwd: str
+    parent: SessionId | None = None
+    root: SessionId | None = None
+    """The root session of the tree; None means this session is a root."""
+    origin: Literal["user", "subagent"] = "user"
+    depth: int = 0
+    model_spec: str | None = None
+    v: int = HEADER_VERSION
+
+    @property
+    def root_id(self) -> SessionId:
+        return self.root if self.root is not None else self.id
+
+
+class _Event(msgspec.Struct, frozen=True, tag_field="kind", kw_only=True, omit_defaults=True):
+    v: int = 1
+
+
+class TurnStart(_Event, frozen=True, tag="turn/start"):
+    turn: int
+
+
+class TurnEnd(_Event, frozen=True, tag="turn/end"):
+    turn: int
+    reason: StopReason
+    cause: str | None = None
+    """For `aborted`: who cancelled (`user`, `parent`, `disposed`, ...)."""
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+class StepStart(_Event, frozen=True, tag="step/start"):
+    turn: int
+    step: int
+
+
+class StepEnd(_Event, frozen=True, tag="step/end"):
+    turn: int
+    step: int
+
+
+class UserMessageEvent(_Event, frozen=True, tag="user/message"):
+    message: UserMessage
+    turn: int | None = None
+
+
+class AssistantMessageEvent(_Event, frozen=True, tag="assistant/message"):
+    turn: int
+    step: int
+    message: AssistantMessage
+    finish: str = "stop"
+    usage: Usage | None = None
+    interrupted: bool = False
+
+
+class ModelErrorEvent(_Event, frozen=True, tag="model/error"):
+    """A model call that failed; it still consumed a scripted response."""
+
+    turn: int
+    step: int
+    code: str
+    message: str
+
+
+class ToolCallEvent(_Event, frozen=True, tag="tool/call"):
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+class ToolResultEvent(_Event, frozen=True, tag="tool/result"):
+    turn: int
+    step: int
+    message: ToolResultMessage
+    code: str | None = None
+    concludes_turn: bool = False
+
+
+class InboxSpliced(_Event, frozen=True, tag="agent/inbox/spliced"):
+    target: InboxTarget
+    start: int
+    removed: int = 0
+    inserted: tuple[UserMessage, ...] = ()
+    outcome: Literal["canceled"] | None = None
+
+
+class RequestHeader(_Event, frozen=True, tag="request/header"):
+    reason: Literal["initial", "resume", "change"]
+    provider: str
+    model: str
+    system: str
+    tools: tuple[str, ...]
+
+
+class SessionEndSeed(_Event, frozen=True, tag="session/end-seed"):
+    pass
+
+
+SessionEvent: TypeAlias = (
+    TurnStart
+    | TurnEnd
+    | StepStart
+    | StepEnd
+    | UserMessageEvent
+    | AssistantMessageEvent
+    | ModelErrorEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | InboxSpliced
+    | RequestHeader
+    | SessionEndSeed
+)
+
+EVENT_KINDS: dict[str, type[SessionEvent]] = {
+    str(cls.__struct_config__.tag): cls
+    for cls in (
+        TurnStart,
+        TurnEnd,
+        StepStart,
+        StepEnd,
+        UserMessageEvent,
+        AssistantMessageEvent,
+        ModelErrorEvent,
+        ToolCallEvent,
+        ToolResultEvent,
+        InboxSpliced,
+        RequestHeader,
+        SessionEndSeed,
+    )
+}
+
+SUPPORTED_VERSIONS: dict[str, frozenset[int]] = {kind: frozenset({1}) for kind in EVENT_KINDS}
+
+
+class EventRecord(msgspec.Struct, frozen=True):
+    """An event as committed: its position in the session's log and its time."""
+
+    seq: int
+    time: float
+    event: SessionEvent
+
+    @property
+    def kind(self) -> str:
+        return str(self.event.__struct_config__.tag)
+
+
+_encoder = msgspec.json.Encoder()
+_event_decoder: msgspec.json.Decoder[SessionEvent] = msgspec.json.Decoder(SessionEvent)
+_header_decoder = msgspec.json.Decoder(SessionHeader)
+
+
+def encode_event(event: SessionEvent) -> bytes:
+    return _encoder.encode(event)
+
+
+def decode_event(kind: str, v: int, payload: bytes) -> SessionEvent:
+    """Decode a stored payload, refusing kinds and versions this build does not know."""
+    versions = SUPPORTED_VERSIONS.get(kind)
+    if versions is None:
+        raise StoreError(
+            f"unknown event kind {kind!r} in the store; it was written by a newer subagents: "
+            "upgrade subagents to read it",
+            code=ErrorCode.EVENT_UNSUPPORTED,
+            kind=kind,
+        )
+    if v not in versions:
+        raise StoreError(
+            f"event {kind!r} has version {v}; this build reads versions "
+            f"{sorted(versions)}: upgrade subagents to read it",
+            code=ErrorCode.EVENT_UNSUPPORTED,
+            kind=kind,
+            version=v,
+        )
+    try:
+        return _event_decoder.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise StoreError(
+            f"stored event {kind!r} is corrupt: {exc}", code=ErrorCode.STORE_CORRUPT
+        ) from exc
+
+
+def encode_header(header: SessionHeader) -> bytes:
+    return _encoder.encode(header)
+
+
+def decode_header(payload: bytes) -> SessionHeader:
+    try:
+        header = _header_decoder.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise StoreError(
+            f"stored session header is corrupt: {exc}", code=ErrorCode.STORE_CORRUPT
+        ) from exc
+    if header.v != HEADER_VERSION:
+        raise StoreError(
+            f"session header version {header.v} is not supported (this build reads "
+            f"{HEADER_VERSION}): upgrade subagents",
+            code=ErrorCode.EVENT_UNSUPPORTED,
+        )
+    return header

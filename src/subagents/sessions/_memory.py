@@ -1,0 +1,105 @@
+"""An in-memory `EventStore` for tests and embedding: the same contract, nothing on disk."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Literal, Self
+
+from ..errors import ClosedError, ConcurrencyConflict, DuplicateError, ErrorCode, NotFoundError
+from ..ids import SessionId
+from ._events import EventRecord, SessionHeader, decode_event, encode_event
+
+__all__ = ["InMemoryEventStore"]
+
+
+class InMemoryEventStore:
+    """Keeps every session in dicts. Records are round-tripped through the codec on append, so
+    a payload the SQLite store would refuse is refused here too."""
+
+    def __init__(self) -> None:
+        self._headers: dict[SessionId, SessionHeader] = {}
+        self._logs: dict[SessionId, list[EventRecord]] = {}
+        self._state: Literal["unopened", "opened", "closed"] = "unopened"
+
+    async def __aenter__(self) -> Self:
+        if self._state == "closed":
+            raise ClosedError("cannot reopen a closed event store")
+        self._state = "opened"
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._state = "closed"
+
+    def _check_open(self) -> None:
+        if self._state != "opened":
+            raise ClosedError(f"the event store is {self._state}; open it with `async with`")
+
+    async def create(self, header: SessionHeader) -> None:
+        self._check_open()
+        if header.id in self._headers:
+            raise DuplicateError(
+                f'session "{header.id}" already exists', code=ErrorCode.SESSION_EXISTS
+            )
+        self._headers[header.id] = header
+        self._logs[header.id] = []
+
+    def append(self, session_id: SessionId, records: Sequence[EventRecord]) -> asyncio.Future[None]:
+        self._check_open()
+        log = self._logs.get(session_id)
+        if log is None:
+            raise NotFoundError(f'session "{session_id}" not found')
+        expected = len(log)
+        for offset, record in enumerate(records):
+            if record.seq != expected + offset:
+                raise ConcurrencyConflict(
+                    f'append to session "{session_id}" expected seq {expected + offset}, '
+                    f"got {record.seq}; another writer appended first",
+                    expected_seq=expected + offset,
+                    seq=record.seq,
+                )
+        # Round-trip through the codec: what cannot be stored is refused before anything lands.
+        checked = [
+            EventRecord(r.seq, r.time, decode_event(r.kind, r.event.v, encode_event(r.event)))
+            for r in records
+        ]
+        log.extend(checked)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    async def read(
+        self, session_id: SessionId, *, tenant: str, from_seq: int = 0
+    ) -> list[EventRecord]:
+        await self.get_header(session_id, tenant=tenant)
+        return list(self._logs[session_id][from_seq:])
+
+    async def get_header(self, session_id: SessionId, *, tenant: str) -> SessionHeader:
+        self._check_open()
+        header = self._headers.get(session_id)
+        if header is None or header.tenant != tenant:
+            raise NotFoundError(f'session "{session_id}" not found')
+        return header
+
+    async def list_headers(
+        self, *, tenant: str, roots_only: bool = True, root: SessionId | None = None
+    ) -> list[SessionHeader]:
+        self._check_open()
+        rows = [
+            h
+            for h in self._headers.values()
+            if h.tenant == tenant
+            and (not roots_only or h.parent is None)
+            and (root is None or h.root_id == root)
+        ]
+        rows.sort(key=lambda h: h.created_at, reverse=True)
+        return rows

@@ -1,0 +1,117 @@
+"""Projections: pure folds of a session's records (transcript, status, usage).
+
+A projection is `init()` plus `apply(state, record)`; replaying the log from the start always
+gives the same state, so a live cache and a cold rebuild agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol, TypeVar
+
+from ..messages import Message, Usage
+from ._events import (
+    AssistantMessageEvent,
+    EventRecord,
+    ModelErrorEvent,
+    StopReason,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+    UserMessageEvent,
+)
+
+__all__ = [
+    "Projection",
+    "StatusProjection",
+    "StatusView",
+    "TranscriptProjection",
+    "UsageProjection",
+    "UsageView",
+    "fold",
+]
+
+S = TypeVar("S")
+
+
+class Projection(Protocol[S]):
+    def init(self) -> S: ...
+
+    def apply(self, state: S, record: EventRecord) -> S:
+        """The state after `record`; the same object when the record does not concern it."""
+        ...
+
+
+def fold(projection: Projection[S], records: Iterable[EventRecord]) -> S:
+    state = projection.init()
+    for record in records:
+        state = projection.apply(state, record)
+    return state
+
+
+class TranscriptProjection:
+    """The messages the model has seen, in order (interrupted prefixes included)."""
+
+    def init(self) -> tuple[Message, ...]:
+        return ()
+
+    def apply(self, state: tuple[Message, ...], record: EventRecord) -> tuple[Message, ...]:
+        match record.event:
+            case UserMessageEvent(message=message):
+                return (*state, message)
+            case AssistantMessageEvent(message=message) if message.content:
+                return (*state, message)
+            case ToolResultEvent(message=message):
+                return (*state, message)
+            case _:
+                return state
+
+
+@dataclass(frozen=True, slots=True)
+class StatusView:
+    status: Literal["idle", "running"] = "idle"
+    turns: int = 0
+    last_stop: StopReason | None = None
+    last_error: str | None = None
+
+
+class StatusProjection:
+    """Whether a turn is open, how many turns ran, and how the last one ended."""
+
+    def init(self) -> StatusView:
+        return StatusView()
+
+    def apply(self, state: StatusView, record: EventRecord) -> StatusView:
+        match record.event:
+            case TurnStart(turn=turn):
+                return replace(state, status="running", turns=turn)
+            case TurnEnd(reason=reason, error_message=error):
+                return replace(state, status="idle", last_stop=reason, last_error=error)
+            case _:
+                return state
+
+
+@dataclass(frozen=True, slots=True)
+class UsageView:
+    usage: Usage = Usage()
+    model_calls: int = 0
+
+
+class UsageProjection:
+    """Token usage and model calls (failed calls count as calls)."""
+
+    def init(self) -> UsageView:
+        return UsageView()
+
+    def apply(self, state: UsageView, record: EventRecord) -> UsageView:
+        match record.event:
+            case AssistantMessageEvent(usage=usage):
+                return UsageView(
+                    state.usage + usage if usage is not None else state.usage,
+                    state.model_calls + 1,
+                )
+            case ModelErrorEvent():
+                return UsageView(state.usage, state.model_calls + 1)
+            case _:
+                return state

@@ -1,0 +1,60 @@
+"""The `EventStore` protocol: an append-only, per-session event log."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Protocol, Self
+
+from ..ids import SessionId
+from ._events import EventRecord, SessionHeader
+
+__all__ = ["EventStore"]
+
+
+class EventStore(Protocol):
+    """Where sessions live. Implementations: `SqliteEventStore`, `InMemoryEventStore`.
+
+    Contract (pinned by `tests/sessions/test_store_contract.py` against every backend):
+
+    - `create` stores a header; a second header with the same id raises `DuplicateError`
+      (code `SESSION_EXISTS`) and changes nothing.
+    - `append` takes records whose seqs continue the session's log without a gap; the first seq
+      must equal the stored next seq, else `ConcurrencyConflict`, and nothing is written. It
+      enqueues synchronously (so two calls made in order are committed in order) and returns an
+      asyncio future that resolves once the records are durable (in the SQLite WAL); a failure leaves
+      none of that call's records stored.
+    - `read` returns records in seq order from `from_seq`; `get_header` and `read` raise
+      `NotFoundError` for an unknown id or an id of another tenant.
+    - `list_headers` returns headers newest first; `roots_only` keeps sessions without a parent.
+    - Lifecycle: `async with` opens, `aclose()` drains pending appends and closes, is safe to call
+      twice; use after close raises `ClosedError`.
+    """
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+    async def create(self, header: SessionHeader) -> None: ...
+
+    def append(
+        self, session_id: SessionId, records: Sequence[EventRecord]
+    ) -> asyncio.Future[None]: ...
+
+    async def read(
+        self, session_id: SessionId, *, tenant: str, from_seq: int = 0
+    ) -> list[EventRecord]: ...
+
+    async def get_header(self, session_id: SessionId, *, tenant: str) -> SessionHeader: ...
+
+    async def list_headers(
+        self, *, tenant: str, roots_only: bool = True, root: SessionId | None = None
+    ) -> list[SessionHeader]: ...

@@ -1,0 +1,117 @@
+"""One tool call, from the model's raw arguments to the outcome the model sees.
+
+Every failure the model can act on (unknown tool, bad JSON, schema violation, a guard's denial,
+a raising handler) becomes an error outcome, never an exception out of the run.
+Cancellation is not caught here: the caller records it as `ABORTED`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, cast
+
+from jsonschema import ValidationError
+
+from ..errors import ErrorCode, SubagentsError
+from ..messages import JsonObject, ToolCallBlock
+from ._registry import ToolScope
+from ._spec import ToolContext, ToolResult, ToolSpec
+
+__all__ = ["ToolOutcome", "execute_tool", "parse_arguments", "validate_arguments"]
+
+log = logging.getLogger("subagents.tools")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    content: str
+    is_error: bool = False
+    code: str | None = None
+    concludes_turn: bool = False
+
+
+def error_outcome(message: str, code: str) -> ToolOutcome:
+    return ToolOutcome(f"Error: {message}", is_error=True, code=code)
+
+
+def parse_arguments(raw: str) -> JsonObject | ToolOutcome:
+    """Parse the model's argument string: empty means `{}`; anything but an object is an error."""
+    if not raw.strip():
+        return {}
+    try:
+        value: Any = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return error_outcome(
+            f"invalid arguments: not valid JSON ({exc.msg} at position {exc.pos})",
+            ErrorCode.INVALID_ARGS,
+        )
+    if not isinstance(value, dict):
+        return error_outcome(
+            f"invalid arguments: expected a JSON object, got {type(value).__name__}",
+            ErrorCode.INVALID_ARGS,
+        )
+    return cast("JsonObject", value)
+
+
+def validate_arguments(spec: ToolSpec, args: JsonObject) -> ToolOutcome | None:
+    """Check `args` against the tool's schema; every violation is listed with its path."""
+    found: list[ValidationError] = list(spec.validator.iter_errors(args))  # pyright: ignore[reportUnknownMemberType]
+    errors = sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
+    if not errors:
+        return None
+    return error_outcome(
+        "invalid arguments: " + "; ".join(_describe(e) for e in errors), ErrorCode.INVALID_ARGS
+    )
+
+
+def _describe(error: ValidationError) -> str:
+    path = "/".join(str(p) for p in error.absolute_path)
+    return f"{path}: {error.message}" if path else error.message
+
+
+def render_value(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+async def execute_tool(
+    tools: ToolScope, call: ToolCallBlock, ctx: ToolContext, *, concluded: list[bool]
+) -> ToolOutcome:
+    """Run one call through lookup, parsing, validation, guards and the handler.
+
+    `concluded` is a one-element cell the context's `conclude_turn()` sets.
+    """
+    spec = tools.get(call.name)
+    if spec is None:
+        return error_outcome(f'unknown tool "{call.name}"', ErrorCode.UNKNOWN_TOOL)
+    args = parse_arguments(call.arguments)
+    if isinstance(args, ToolOutcome):
+        return args
+    invalid = validate_arguments(spec, args)
+    if invalid is not None:
+        return invalid
+    for guard in tools.guards():
+        reason = guard(spec, args, ctx)
+        if reason is not None:
+            return error_outcome(reason, ErrorCode.DENIED)
+    try:
+        value = await spec.handler(args, ctx)
+    except SubagentsError as exc:
+        return error_outcome(exc.message, exc.code)
+    except Exception as exc:
+        log.debug("tool %s raised", call.name, exc_info=True)
+        return error_outcome(f"{type(exc).__name__}: {exc}", ErrorCode.TOOL_FAILED)
+    if isinstance(value, ToolResult):
+        if value.is_error:
+            return ToolOutcome(value.content, True, value.code or ErrorCode.TOOL_FAILED)
+        return ToolOutcome(value.content, concludes_turn=concluded[0])
+    try:
+        content = render_value(value)
+    except (TypeError, ValueError) as exc:
+        return error_outcome(
+            f'tool "{call.name}" returned invalid output: {exc}', ErrorCode.INVALID_TOOL_OUTPUT
+        )
+    return ToolOutcome(content, concludes_turn=concluded[0])

@@ -1,0 +1,119 @@
+"""Tool registries: one global layer, and per-agent layers that shadow it and unwind on close."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TypeAlias
+
+from ..errors import DuplicateError
+from ..messages import JsonObject
+from ..models import ToolSchema
+from ._spec import ToolContext, ToolSpec
+
+__all__ = ["Guard", "ToolRegistry", "ToolScope"]
+
+Guard: TypeAlias = Callable[[ToolSpec, JsonObject, ToolContext], str | None]
+"""A guard returns a reason to deny the call, or None to let it through."""
+
+
+class ToolRegistry:
+    """The global layer: tools every agent of a runtime can see, and global guards."""
+
+    def __init__(self, tools: tuple[ToolSpec, ...] | list[ToolSpec] = ()) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+        self._guards: list[Guard] = []
+        for spec in tools:
+            self.register(spec)
+
+    def register(self, spec: ToolSpec) -> None:
+        if spec.name in self._tools:
+            raise DuplicateError(f"tool {spec.name!r} is already registered in this layer")
+        self._tools[spec.name] = spec
+
+    def unregister(self, name: str) -> None:
+        self._tools.pop(name, None)
+
+    def add_guard(self, guard: Guard) -> Callable[[], None]:
+        """Add a guard; returns a function that removes it."""
+        self._guards.append(guard)
+        return lambda: self._guards.remove(guard) if guard in self._guards else None
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._tools.get(name)
+
+    def names(self) -> Iterator[str]:
+        return iter(self._tools)
+
+    @property
+    def guards(self) -> tuple[Guard, ...]:
+        return tuple(self._guards)
+
+    def scope(self) -> ToolScope:
+        """A new agent layer over this registry."""
+        return ToolScope(self)
+
+
+class ToolScope:
+    """One agent's view: its own tools shadow global ones of the same name; `allow`/`deny`
+    masks narrow what it inherits (never its own registrations); `close()` unwinds it."""
+
+    def __init__(self, base: ToolRegistry) -> None:
+        self._base = base
+        self._own: dict[str, ToolSpec] = {}
+        self._guards: list[Guard] = []
+        self._allow: frozenset[str] | None = None
+        self._deny: frozenset[str] = frozenset()
+        self._schemas: tuple[ToolSchema, ...] | None = None
+        self.closed = False
+
+    def register(self, spec: ToolSpec) -> None:
+        if spec.name in self._own:
+            raise DuplicateError(f"tool {spec.name!r} is already registered for this agent")
+        self._own[spec.name] = spec
+        self._schemas = None
+
+    def add_guard(self, guard: Guard) -> None:
+        self._guards.append(guard)
+
+    def restrict(
+        self, *, allow: frozenset[str] | None = None, deny: frozenset[str] = frozenset()
+    ) -> None:
+        """Narrow the inherited tools; masks intersect, so a later call never widens."""
+        if allow is not None:
+            self._allow = allow if self._allow is None else self._allow & allow
+        self._deny = self._deny | deny
+        self._schemas = None
+
+    def get(self, name: str) -> ToolSpec | None:
+        own = self._own.get(name)
+        if own is not None:
+            return own
+        if name in self._deny or (self._allow is not None and name not in self._allow):
+            return None
+        return self._base.get(name)
+
+    def visible(self) -> list[ToolSpec]:
+        names = set(self._own) | set(self._base.names())
+        specs = [self.get(n) for n in sorted(names)]
+        return [s for s in specs if s is not None]
+
+    def schemas(self) -> tuple[ToolSchema, ...]:
+        """Schemas of the visible tools, sorted by name (recomputed only after a change)."""
+        if self._schemas is None:
+            self._schemas = tuple(
+                ToolSchema(s.name, s.description, s.parameters) for s in self.visible()
+            )
+        return self._schemas
+
+    def invalidate(self) -> None:
+        """Forget cached schemas (after the global layer changed)."""
+        self._schemas = None
+
+    def guards(self) -> tuple[Guard, ...]:
+        return (*self._base.guards, *self._guards)
+
+    def close(self) -> None:
+        self._own.clear()
+        self._guards.clear()
+        self._schemas = None
+        self.closed = True

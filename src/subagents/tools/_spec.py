@@ -1,0 +1,202 @@
+"""Tool definitions: `ToolSpec`, the `ToolContext` a handler receives, and the `@tool` decorator.
+
+The decorator derives the JSON Schema of the parameters from the handler's type hints (through
+msgspec's schema generator) and the descriptions from its Google-style docstring.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeAlias, overload
+
+import msgspec
+from jsonschema import Draft202012Validator, SchemaError
+
+from ..errors import ErrorCode, UsageError
+from ..messages import JsonObject, JsonValue
+
+__all__ = ["ToolContext", "ToolHandler", "ToolResult", "ToolSpec", "tool"]
+
+_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
+
+
+class ToolContext(Protocol):
+    """What a tool handler can see of the call and the calling agent (provided by `core`)."""
+
+    @property
+    def call_id(self) -> str: ...
+
+    @property
+    def tool_name(self) -> str: ...
+
+    @property
+    def agent_id(self) -> str: ...
+
+    @property
+    def agent_name(self) -> str: ...
+
+    def conclude_turn(self) -> None:
+        """Make this call's successful result the last step of the turn."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """An explicit result: `content` goes to the model as is; `is_error` marks a failure the
+    model should see and correct."""
+
+    content: str
+    is_error: bool = False
+    code: str | None = None
+
+
+ToolHandler: TypeAlias = Callable[[JsonObject, ToolContext], Awaitable[JsonValue | ToolResult]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """A model-facing tool: name, description, JSON Schema parameters and an async handler.
+
+    The handler returns a string (sent as is), a `ToolResult`, or any JSON value (sent as
+    compact JSON). `parallel_safe` lets calls of one response run at once.
+    """
+
+    name: str
+    description: str
+    parameters: JsonObject
+    handler: ToolHandler
+    parallel_safe: bool = False
+    validator: Draft202012Validator = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise UsageError(
+                f"invalid tool name {self.name!r}: use 1-64 letters, digits, '_' or '-', "
+                "starting with a letter",
+                code=ErrorCode.USAGE,
+            )
+        if self.parameters.get("type") != "object":
+            raise UsageError(
+                f"tool {self.name!r}: parameters must be a JSON Schema with type 'object'"
+            )
+        try:
+            Draft202012Validator.check_schema(self.parameters)
+        except SchemaError as exc:
+            raise UsageError(
+                f"tool {self.name!r}: invalid parameters schema: {exc.message}"
+            ) from exc
+        object.__setattr__(self, "validator", Draft202012Validator(self.parameters))
+
+
+@overload
+def tool(fn: Callable[..., Awaitable[Any]], /) -> ToolSpec: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, parallel_safe: bool = False
+) -> Callable[[Callable[..., Awaitable[Any]]], ToolSpec]: ...
+
+
+def tool(
+    fn: Callable[..., Awaitable[Any]] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parallel_safe: bool = False,
+) -> ToolSpec | Callable[[Callable[..., Awaitable[Any]]], ToolSpec]:
+    """Turn an async function into a `ToolSpec`, deriving its schema from type hints.
+
+    A first parameter annotated `ToolContext` receives the call context; every other parameter
+    becomes a property (required unless it has a default).
+    """
+
+    def build(func: Callable[..., Awaitable[Any]]) -> ToolSpec:
+        return _spec_from_function(
+            func, name=name, description=description, parallel_safe=parallel_safe
+        )
+
+    return build(fn) if fn is not None else build
+
+
+def _spec_from_function(
+    func: Callable[..., Awaitable[Any]],
+    *,
+    name: str | None,
+    description: str | None,
+    parallel_safe: bool,
+) -> ToolSpec:
+    if not inspect.iscoroutinefunction(func):
+        raise UsageError(f"tool {func.__name__!r} must be an async function")
+    hints = typing.get_type_hints(func)
+    summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    defs: dict[str, Any] = {}
+    wants_context = False
+    for index, param in enumerate(inspect.signature(func).parameters.values()):
+        annotation = hints.get(param.name, Any)
+        if index == 0 and annotation is ToolContext:
+            wants_context = True
+            continue
+        schema = dict(msgspec.json.schema(annotation, ref_template="#/$defs/{name}"))
+        defs.update(schema.pop("$defs", {}))
+        if param.name in arg_docs:
+            schema["description"] = arg_docs[param.name]
+        if param.default is inspect.Parameter.empty:
+            required.append(param.name)
+        elif param.default is not None:
+            schema["default"] = msgspec.to_builtins(param.default)
+        properties[param.name] = schema
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        parameters["required"] = required
+    if defs:
+        parameters["$defs"] = defs
+
+    async def handler(args: JsonObject, ctx: ToolContext) -> Any:
+        if wants_context:
+            return await func(ctx, **args)
+        return await func(**args)
+
+    return ToolSpec(
+        name=name or func.__name__,
+        description=description or summary or func.__name__,
+        parameters=parameters,
+        handler=handler,
+        parallel_safe=parallel_safe,
+    )
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The summary paragraph and the `Args:` descriptions of a Google-style docstring."""
+    summary_lines: list[str] = []
+    args: dict[str, str] = {}
+    section = "summary"
+    current: str | None = None
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped in {"Args:", "Arguments:", "Parameters:"}:
+            section = "args"
+            continue
+        if stripped.endswith(":") and stripped[:-1] in {"Returns", "Raises", "Yields", "Note"}:
+            section = "other"
+            continue
+        if section == "summary":
+            if not stripped and summary_lines:
+                section = "body"
+            elif stripped:
+                summary_lines.append(stripped)
+        elif section == "args" and stripped:
+            match = re.match(r"^(\w+)(?:\s*\([^)]*\))?:\s*(.*)$", stripped)
+            if match and line.startswith(" " * 4) and not line.startswith(" " * 8):
+                current = str(match.group(1))
+                args[current] = str(match.group(2))
+            elif current is not None:
+                args[current] = f"{args[current]} {stripped}".strip()
+    return " ".join(summary_lines), args
