@@ -2,6 +2,71 @@
 
 from importlib.metadata import version as _version
 
+from ._clock import Clock as Clock, SystemClock as SystemClock
+from .core import (
+    Agent as Agent,
+    AgentConfig as AgentConfig,
+    LiveEvent as LiveEvent,
+    RunResult as RunResult,
+    Runtime as Runtime,
+)
+from .errors import (
+    ConfigError as ConfigError,
+    ErrorCode as ErrorCode,
+    ModelError as ModelError,
+    RunError as RunError,
+    StoreError as StoreError,
+    SubagentsError as SubagentsError,
+    ToolError as ToolError,
+    UsageError as UsageError,
+)
+from .messages import (
+    AssistantMessage as AssistantMessage,
+    Message as Message,
+    ToolResultMessage as ToolResultMessage,
+    Usage as Usage,
+    UserMessage as UserMessage,
+)
+from .models import Model as Model, ModelRequest as ModelRequest, open_model as open_model
+from .sessions import EventRecord as EventRecord, EventStore as EventStore
+from .tools import (
+    ToolContext as ToolContext,
+    ToolResult as ToolResult,
+    ToolSpec as ToolSpec,
+    tool as tool,
+)
+
 __version__ = _version("subagents")
 
-__all__ = ["__version__"]
+__all__ = [
+    "Agent",
+    "AgentConfig",
+    "AssistantMessage",
+    "Clock",
+    "ConfigError",
+    "ErrorCode",
+    "EventRecord",
+    "EventStore",
+    "LiveEvent",
+    "Message",
+    "Model",
+    "ModelError",
+    "ModelRequest",
+    "RunError",
+    "RunResult",
+    "Runtime",
+    "StoreError",
+    "SubagentsError",
+    "SystemClock",
+    "ToolContext",
+    "ToolError",
+    "ToolResult",
+    "ToolResultMessage",
+    "ToolSpec",
+    "Usage",
+    "UsageError",
+    "UserMessage",
+    "__version__",
+    "open_model",
+    "tool",
+]

@@ -1,5 +1,8 @@
-"""Task ownership: the one place that creates asyncio tasks. Every task has an owner that
-cancels and awaits it on close, so nothing outlives the object that started it."""
+"""Task ownership: the one place that creates asyncio tasks.
+
+Every task has an owner that cancels and awaits it on close, so nothing outlives the object
+that started it.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +18,11 @@ log = logging.getLogger("subagents.tasks")
 
 
 class TaskOwner:
-    """A set of tasks with one owner. `spawn` starts a task; `aclose` cancels the ones still
-    running and waits for all of them. Failures of tasks nobody awaits are logged."""
+    """A set of tasks with one owner.
+
+    `spawn` starts a task; `aclose` cancels the ones still running and waits for all of them.
+    Failures of tasks nobody awaits are logged.
+    """
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -35,9 +41,7 @@ class TaskOwner:
     def _forget(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error(
-                "task %s of %s failed", task.get_name(), self.name, exc_info=task.exception()
-            )
+            log.error("task %s of %s failed", task.get_name(), self.name, exc_info=task.exception())
 
     def __len__(self) -> int:
         return len(self._tasks)

@@ -167,6 +167,14 @@ class Agent:
         """Enter `message` at the next step boundary without waking an idle agent."""
         return await self.send(message, target="next-step", wake=False)
 
+    def wake(self) -> bool:
+        """Run pending next-turn work (after a resume); False when there is none."""
+        if self._disposed or not self.inbox.next_turn:
+            return False
+        self._wake = True
+        self._kick()
+        return True
+
     # -- driver -----------------------------------------------------------------------------
 
     def _kick(self) -> None:

@@ -38,9 +38,7 @@ class Inbox:
 
     async def append(self, message: UserMessage, target: InboxTarget) -> None:
         if message.id in self.pending_ids():
-            raise UsageError(
-                f'message "{message.id}" is already pending', code=ErrorCode.DUPLICATE
-            )
+            raise UsageError(f'message "{message.id}" is already pending', code=ErrorCode.DUPLICATE)
         items = self._list(target)
         event = InboxSpliced(target=target, start=len(items), inserted=(message,))
         await self._append(event)

@@ -1,4 +1,10 @@
-"""Models: the `Model` protocol, the scripted model and the OpenAI-compatible adapter."""
+"""Models: the `Model` protocol, the scripted model and the OpenAI-compatible adapter.
+
+`OpenAICompatModel` is imported on first use: the `openai` SDK takes half a second to import
+and most commands (listing, logs, scripted runs) never need it.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from ._base import (
     BlockAssembler as BlockAssembler,
@@ -13,7 +19,11 @@ from ._base import (
     ToolSchema as ToolSchema,
     UsageChunk as UsageChunk,
 )
-from ._openai import OpenAICompatModel as OpenAICompatModel
+from ._scripted import (
+    ScriptedCall as ScriptedCall,
+    ScriptedModel as ScriptedModel,
+    ScriptedResponse as ScriptedResponse,
+)
 from ._spec import (
     ModelSpec as ModelSpec,
     ModelSpecKind as ModelSpecKind,
@@ -32,6 +42,9 @@ __all__ = [
     "ModelSpecKind",
     "OpenAICompatModel",
     "ReasoningDelta",
+    "ScriptedCall",
+    "ScriptedModel",
+    "ScriptedResponse",
     "TextDelta",
     "ToolCallDelta",
     "ToolSchema",
@@ -39,3 +52,14 @@ __all__ = [
     "open_model",
     "parse_model_spec",
 ]
+
+if TYPE_CHECKING:
+    from ._openai import OpenAICompatModel as OpenAICompatModel
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OpenAICompatModel":
+        from ._openai import OpenAICompatModel
+
+        return OpenAICompatModel
+    raise AttributeError(f"module 'subagents.models' has no attribute {name!r}")

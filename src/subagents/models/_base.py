@@ -48,9 +48,12 @@ class ToolSchema(msgspec.Struct, frozen=True):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
-    """One model call. `call_index` counts this agent's model calls since its own start (a
-    fork's inherited history does not count), so a scripted model can pick its answer from it
-    and a resumed agent continues where it stopped."""
+    """One model call.
+
+    `call_index` counts this agent's model calls since its own start (a fork's inherited
+    history does not count), so a scripted model can pick its answer from it and a resumed
+    agent continues where it stopped.
+    """
 
     agent_name: str
     session_id: str
@@ -91,9 +94,12 @@ ModelChunk: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta | UsageChunk 
 
 
 class Model(Protocol):
-    """A chat model. `stream` yields chunks and ends with one `Finish` (a stream that ends
-    without one counts as `stop`). Failures raise `ModelError` with an adapter code and
-    `retryable`; adapters retry transient failures themselves before raising."""
+    """A chat model.
+
+    `stream` yields chunks and ends with one `Finish` (a stream that ends without one counts
+    as `stop`). Failures raise `ModelError` with an adapter code and `retryable`; adapters
+    retry transient failures themselves before raising.
+    """
 
     @property
     def provider(self) -> str: ...

@@ -15,8 +15,11 @@ __all__ = ["InMemoryEventStore"]
 
 
 class InMemoryEventStore:
-    """Keeps every session in dicts. Records are round-tripped through the codec on append, so
-    a payload the SQLite store would refuse is refused here too."""
+    """Keeps every session in dicts.
+
+    Records are round-tripped through the codec on append, so a payload the SQLite store
+    would refuse is refused here too.
+    """
 
     def __init__(self) -> None:
         self._headers: dict[SessionId, SessionHeader] = {}
@@ -96,10 +99,10 @@ class InMemoryEventStore:
         self._check_open()
         rows = [
             h
-            for h in self._headers.values()
+            for h in reversed(self._headers.values())
             if h.tenant == tenant
             and (not roots_only or h.parent is None)
             and (root is None or h.root_id == root)
         ]
-        rows.sort(key=lambda h: h.created_at, reverse=True)
+        rows.sort(key=lambda h: h.created_at, reverse=True)  # stable: newest insert first on ties
         return rows

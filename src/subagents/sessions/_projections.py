@@ -7,7 +7,7 @@ gives the same state, so a live cache and a cold rebuild agree.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, TypeVar
 
 from ..messages import Message, Usage
@@ -94,7 +94,7 @@ class StatusProjection:
 
 @dataclass(frozen=True, slots=True)
 class UsageView:
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
     model_calls: int = 0
 
 

@@ -22,9 +22,9 @@ class EventStore(Protocol):
       (code `SESSION_EXISTS`) and changes nothing.
     - `append` takes records whose seqs continue the session's log without a gap; the first seq
       must equal the stored next seq, else `ConcurrencyConflict`, and nothing is written. It
-      enqueues synchronously (so two calls made in order are committed in order) and returns an
-      asyncio future that resolves once the records are durable (in the SQLite WAL); a failure leaves
-      none of that call's records stored.
+      enqueues synchronously (so two calls made in order are committed in order) and returns
+      an asyncio future that resolves once the records are durable (in the SQLite WAL); a
+      failure leaves none of that call's records stored.
     - `read` returns records in seq order from `from_seq`; `get_header` and `read` raise
       `NotFoundError` for an unknown id or an id of another tenant.
     - `list_headers` returns headers newest first; `roots_only` keeps sessions without a parent.

@@ -74,7 +74,7 @@ def _describe(error: ValidationError) -> str:
 def render_value(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 async def execute_tool(

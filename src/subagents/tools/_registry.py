@@ -22,6 +22,8 @@ class ToolRegistry:
     def __init__(self, tools: tuple[ToolSpec, ...] | list[ToolSpec] = ()) -> None:
         self._tools: dict[str, ToolSpec] = {}
         self._guards: list[Guard] = []
+        self.generation = 0
+        """Bumped on every change, so agent scopes know their cached schemas are stale."""
         for spec in tools:
             self.register(spec)
 
@@ -29,9 +31,11 @@ class ToolRegistry:
         if spec.name in self._tools:
             raise DuplicateError(f"tool {spec.name!r} is already registered in this layer")
         self._tools[spec.name] = spec
+        self.generation += 1
 
     def unregister(self, name: str) -> None:
-        self._tools.pop(name, None)
+        if self._tools.pop(name, None) is not None:
+            self.generation += 1
 
     def add_guard(self, guard: Guard) -> Callable[[], None]:
         """Add a guard; returns a function that removes it."""
@@ -54,8 +58,11 @@ class ToolRegistry:
 
 
 class ToolScope:
-    """One agent's view: its own tools shadow global ones of the same name; `allow`/`deny`
-    masks narrow what it inherits (never its own registrations); `close()` unwinds it."""
+    """One agent's view of the tools.
+
+    Its own tools shadow global ones of the same name; `allow`/`deny` masks narrow what it
+    inherits (never its own registrations); `close()` unwinds it.
+    """
 
     def __init__(self, base: ToolRegistry) -> None:
         self._base = base
@@ -64,6 +71,7 @@ class ToolScope:
         self._allow: frozenset[str] | None = None
         self._deny: frozenset[str] = frozenset()
         self._schemas: tuple[ToolSchema, ...] | None = None
+        self._schemas_generation = base.generation
         self.closed = False
 
     def register(self, spec: ToolSpec) -> None:
@@ -99,7 +107,8 @@ class ToolScope:
 
     def schemas(self) -> tuple[ToolSchema, ...]:
         """Schemas of the visible tools, sorted by name (recomputed only after a change)."""
-        if self._schemas is None:
+        if self._schemas is None or self._schemas_generation != self._base.generation:
+            self._schemas_generation = self._base.generation
             self._schemas = tuple(
                 ToolSchema(s.name, s.description, s.parameters) for s in self.visible()
             )

@@ -46,8 +46,11 @@ class ToolContext(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """An explicit result: `content` goes to the model as is; `is_error` marks a failure the
-    model should see and correct."""
+    """An explicit result.
+
+    `content` goes to the model as is; `is_error` marks a failure the model should see and
+    correct.
+    """
 
     content: str
     is_error: bool = False
@@ -139,12 +142,18 @@ def _spec_from_function(
     required: list[str] = []
     defs: dict[str, Any] = {}
     wants_context = False
+    takes_extra = False
     for index, param in enumerate(inspect.signature(func).parameters.values()):
         annotation = hints.get(param.name, Any)
         if index == 0 and annotation is ToolContext:
             wants_context = True
             continue
-        schema = dict(msgspec.json.schema(annotation, ref_template="#/$defs/{name}"))
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            takes_extra = True  # receives the undeclared keys (the parameter root is open)
+            continue
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            continue
+        schema = _param_schema(func, param.name, annotation)
         defs.update(schema.pop("$defs", {}))
         if param.name in arg_docs:
             schema["description"] = arg_docs[param.name]
@@ -159,10 +168,14 @@ def _spec_from_function(
     if defs:
         parameters["$defs"] = defs
 
+    declared = frozenset(properties)
+
     async def handler(args: JsonObject, ctx: ToolContext) -> Any:
+        # Undeclared keys pass validation; a function without **kwargs cannot take them.
+        kwargs = args if takes_extra else {k: v for k, v in args.items() if k in declared}
         if wants_context:
-            return await func(ctx, **args)
-        return await func(**args)
+            return await func(ctx, **kwargs)
+        return await func(**kwargs)
 
     return ToolSpec(
         name=name or func.__name__,
@@ -171,6 +184,20 @@ def _spec_from_function(
         handler=handler,
         parallel_safe=parallel_safe,
     )
+
+
+def _param_schema(func: Callable[..., Awaitable[Any]], name: str, annotation: Any) -> JsonObject:
+    if annotation is ToolContext:
+        raise UsageError(
+            f"tool {func.__name__!r}: a ToolContext parameter must be the first parameter"
+        )
+    try:
+        return dict(msgspec.json.schema(annotation, ref_template="#/$defs/{name}"))
+    except TypeError as exc:
+        raise UsageError(
+            f"tool {func.__name__!r}: parameter {name!r} has a type with no JSON Schema "
+            f"({annotation!r}); use JSON types, msgspec Structs or dataclasses"
+        ) from exc
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:

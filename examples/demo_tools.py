@@ -1,0 +1,28 @@
+"""The tool of the scripted demo: a deterministic text statistics helper."""
+
+from __future__ import annotations
+
+from subagents.tools import ToolSpec, tool
+
+MOTTO = "Never orphan a child, never lose a message, show the whole tree live."
+
+
+@tool(parallel_safe=True)
+async def text_stats(text: str) -> dict[str, object]:
+    """Count the words of a text and find its longest word.
+
+    Args:
+        text: The text to measure.
+    """
+    words = [w.strip(".,;:!?") for w in text.split()]
+    longest = max(words, key=len) if words else ""
+    return {"words": len(words), "longest": longest, "characters": len(text)}
+
+
+@tool(parallel_safe=True)
+async def project_motto() -> str:
+    """Return the project's motto."""
+    return MOTTO
+
+
+TOOLS: list[ToolSpec] = [project_motto, text_stats]

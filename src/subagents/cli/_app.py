@@ -1,0 +1,317 @@
+"""The `subagents` command line: run, resume, demo, sessions, tree, log."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..core import Agent, RunResult, Runtime, run_result
+from ..core._inspect import list_sessions, tree_rows
+from ..errors import ErrorCode, NotFoundError
+from ..ids import SessionId
+from ..models._scripted import ScriptedModel
+from ..sessions import EventStore, SessionHeader
+from ..tools import ToolSpec
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    check_tenant,
+    fail,
+    is_terminal,
+    open_store,
+    require_existing_store,
+    resolve_model,
+    run_async,
+)
+from ._live import LiveTree
+from ._render import dumps, event_json, render_log, render_sessions, render_tree
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="subagents",
+    help="Run LLM agents that delegate to named child agents, on a durable event log.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="Store path or sqlite:/// URL "
+        "(default: $SUBAGENTS_STORE or $SUBAGENTS_HOME/state.db).",
+    ),
+]
+TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant whose sessions to use.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="scripted:PATH, openai:MODEL, deepseek:MODEL or openai-compatible:MODEL@BASE_URL "
+        "(default: $SUBAGENTS_MODEL).",
+    ),
+]
+
+
+def _print_result(result: RunResult, *, as_json: bool) -> None:
+    if as_json:
+        payload: dict[str, Any] = {
+            "session_id": result.session_id,
+            "stop_reason": result.stop_reason,
+            "output": result.output,
+            "usage": {
+                "input_tokens": result.usage.input_tokens,
+                "output_tokens": result.usage.output_tokens,
+            },
+        }
+        if result.error_code:
+            payload["error"] = {"code": result.error_code, "message": result.error_message}
+        typer.echo(dumps(payload))
+    else:
+        typer.echo(result.output)
+    if result.stop_reason == "error":
+        typer.echo(f"subagents: {result.error_code}: {result.error_message}", err=True)
+
+
+def _exit_for(result: RunResult) -> None:
+    raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
+
+
+async def _run_until_quiet(agent: Agent, first_seq: int) -> RunResult:
+    """Wait for quiescence; the result of the turns since `first_seq`, or of the whole log
+    when nothing ran (resuming a session with no pending work reports where it stands)."""
+    await agent.when_idle()
+    result = run_result(agent.id, agent.session.records[first_seq:])
+    if result.stop_reason is None:
+        result = run_result(agent.id, agent.session.records)
+    return result
+
+
+@app.command()
+def run(
+    prompt: Annotated[str | None, typer.Argument(help="The task for the lead agent.")] = None,
+    model: ModelOpt = None,
+    store: StoreOpt = None,
+    tenant: TenantOpt = "default",
+    cwd: Annotated[
+        Path | None, typer.Option("--cwd", help="Working directory of the lead agent.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start a new root session, run it until quiescent and print the lead's answer."""
+    check_tenant(tenant)
+    if prompt is None or not prompt.strip():
+        fail("a prompt is required, for example: subagents run 'review app.py' --model ...")
+    if cwd is not None and not cwd.is_dir():
+        fail(f"--cwd {cwd} is not a directory")
+    chosen, spec = resolve_model(model)
+
+    async def main() -> RunResult:
+        async with Runtime(
+            model=chosen, store=open_store(store), tenant=tenant, cwd=cwd, model_spec=spec
+        ) as runtime:
+            with LiveTree(runtime, enabled=is_terminal()):
+                return await runtime.run(prompt)
+
+    result = run_async(main)
+    _print_result(result, as_json=as_json)
+    _exit_for(result)
+
+
+@app.command()
+def resume(
+    session: Annotated[str, typer.Argument(help="Root session id to continue.")],
+    prompt: Annotated[str | None, typer.Argument(help="A new prompt for the lead.")] = None,
+    model: ModelOpt = None,
+    store: StoreOpt = None,
+    tenant: TenantOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Continue a stored session after a restart: repair, run pending input and PROMPT."""
+    check_tenant(tenant)
+    if prompt is not None and not prompt.strip():
+        fail("the prompt must not be empty; omit it to only run pending input")
+    require_existing_store(store)
+    header = run_async(lambda: _header(store, tenant, session))
+    chosen, spec = resolve_model(model, recorded=header.model_spec)
+
+    async def main() -> RunResult:
+        async with Runtime(
+            model=chosen,
+            store=open_store(store),
+            tenant=tenant,
+            cwd=header.cwd,
+            model_spec=spec,
+        ) as runtime:
+            with LiveTree(runtime, enabled=is_terminal()):
+                agent = await runtime.resume_agent(header.id)
+                first = agent.session.next_seq
+                if prompt is not None:
+                    await agent.followup(prompt)
+                else:
+                    agent.wake()
+                return await _run_until_quiet(agent, first)
+
+    result = run_async(main)
+    _print_result(result, as_json=as_json)
+    _exit_for(result)
+
+
+async def _header(store: str | None, tenant: str, session: str) -> SessionHeader:
+    if not _UUID.match(session):
+        raise NotFoundError(f"{session!r} is not a session id; list them with `subagents sessions`")
+    async with open_store(store) as opened:
+        return await opened.get_header(SessionId(session), tenant=tenant)
+
+
+def _examples_dir() -> Path:
+    return Path(__file__).resolve().parents[3] / "examples"
+
+
+def _load_demo_tools(path: Path) -> list[ToolSpec]:
+    spec = importlib.util.spec_from_file_location("subagents_demo_tools", path)
+    if spec is None or spec.loader is None:
+        fail(f"cannot load the demo tools from {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tools: list[ToolSpec] = list(module.TOOLS)
+    return tools
+
+
+@app.command()
+def demo(
+    store: StoreOpt = None,
+    tenant: TenantOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the bundled scripted scenario in examples/ and show the tree."""
+    check_tenant(tenant)
+    examples = _examples_dir()
+    script = examples / "demo.yaml"
+    if not script.exists():
+        fail(f"the demo files are missing: {script} (run from a clone of the repository)")
+    tools = _load_demo_tools(examples / "demo_tools.py")
+    model = ScriptedModel.from_file(script)
+
+    async def main() -> tuple[RunResult, list[dict[str, Any]]]:
+        async with Runtime(
+            model=model,
+            store=open_store(store),
+            tools=tools,
+            tenant=tenant,
+            cwd=examples,
+            model_spec=f"scripted:{script}",
+        ) as runtime:
+            with LiveTree(runtime, enabled=is_terminal()):
+                result = await runtime.run(
+                    "How many words are in the project motto, and which word is longest?"
+                )
+            header = await runtime.store.get_header(result.session_id, tenant=tenant)
+            return result, await tree_rows(runtime.store, header)
+
+    result, rows = run_async(main)
+    if as_json:
+        typer.echo(dumps({"result": result.output, "session_id": result.session_id, "tree": rows}))
+    else:
+        typer.echo(result.output)
+        typer.echo("")
+        typer.echo(render_tree(rows))
+        typer.echo(f"\ninspect it with: subagents log {result.session_id}")
+    _exit_for(result)
+
+
+@app.command()
+def sessions(
+    store: StoreOpt = None, tenant: TenantOpt = "default", as_json: JsonOpt = False
+) -> None:
+    """List root sessions, newest first."""
+    check_tenant(tenant)
+    require_existing_store(store)
+
+    async def main() -> list[dict[str, Any]]:
+        async with open_store(store) as opened:
+            return [row.to_json() for row in await list_sessions(opened, tenant=tenant)]
+
+    rows = run_async(main)
+    if as_json:
+        typer.echo(dumps(rows))
+        return
+
+    async def text() -> str:
+        async with open_store(store) as opened:
+            return render_sessions(await list_sessions(opened, tenant=tenant))
+
+    typer.echo(run_async(text))
+
+
+async def _resolve_root(opened: EventStore, tenant: str, target: str) -> SessionHeader:
+    """A session id, or a name (`lead`) in the tenant's newest root session."""
+    if _UUID.match(target):
+        return await opened.get_header(SessionId(target), tenant=tenant)
+    if target != "lead":
+        raise NotFoundError(
+            f"no agent named {target!r}: give a session id or `lead`", code=ErrorCode.NOT_FOUND
+        )
+    roots = await opened.list_headers(tenant=tenant, roots_only=True)
+    if not roots:
+        raise NotFoundError(f"tenant {tenant!r} has no sessions yet")
+    return roots[0]
+
+
+@app.command()
+def tree(
+    session: Annotated[str, typer.Argument(help="Root session id (or `lead` for the newest).")],
+    store: StoreOpt = None,
+    tenant: TenantOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the agent tree of a root session, with status and usage."""
+    check_tenant(tenant)
+    require_existing_store(store)
+
+    async def main() -> list[dict[str, Any]]:
+        async with open_store(store) as opened:
+            header = await _resolve_root(opened, tenant, session)
+            if header.parent is not None:
+                raise NotFoundError(f"session {session} is not a root session")
+            return await tree_rows(opened, header)
+
+    rows = run_async(main)
+    typer.echo(dumps(rows) if as_json else render_tree(rows))
+
+
+@app.command()
+def log(
+    target: Annotated[str, typer.Argument(help="Session id, or an agent name such as `lead`.")],
+    root: Annotated[
+        str | None, typer.Option("--session", help="Root session in which NAME is looked up.")
+    ] = None,
+    store: StoreOpt = None,
+    tenant: TenantOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Print one agent's transcript (with --json: its events)."""
+    check_tenant(tenant)
+    require_existing_store(store)
+
+    async def main() -> str:
+        async with open_store(store) as opened:
+            if root is not None and not _UUID.match(target):
+                header = await _resolve_root(opened, tenant, root)
+                if target != "lead":
+                    raise NotFoundError(f"no agent named {target!r} in session {root}")
+            else:
+                header = await _resolve_root(opened, tenant, target)
+            records = await opened.read(header.id, tenant=tenant)
+        return dumps([event_json(r) for r in records]) if as_json else render_log(records)
+
+    typer.echo(run_async(main))

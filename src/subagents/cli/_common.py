@@ -1,0 +1,117 @@
+"""What every command shares: error reporting and exit codes, store and model resolution."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import typer
+
+from ..core import default_store_path
+from ..errors import ErrorCode, NotFoundError, StoreError, SubagentsError, UsageError
+from ..models import Model
+from ..models._spec import open_model, parse_model_spec
+from ..sessions import EventStore
+from ..sessions._sqlite import SqliteEventStore, parse_store_url
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "fail",
+    "open_store",
+    "resolve_model",
+    "run_async",
+]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+T = TypeVar("T")
+
+_USAGE_STORE_CODES = frozenset(
+    {
+        ErrorCode.STORE_UNWRITABLE,
+        ErrorCode.STORE_CORRUPT,
+        ErrorCode.SCHEMA_VERSION,
+        ErrorCode.EVENT_UNSUPPORTED,
+        ErrorCode.CONFIG,
+    }
+)
+
+MODEL_CHOICES = (
+    "pass --model or set SUBAGENTS_MODEL to one of: scripted:PATH, openai:MODEL, "
+    "deepseek:MODEL, openai-compatible:MODEL@BASE_URL"
+)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print a one-line error on stderr and exit."""
+    typer.echo(f"subagents: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def exit_code_for(error: SubagentsError) -> int:
+    if isinstance(error, UsageError | NotFoundError):
+        return EXIT_USAGE
+    if isinstance(error, StoreError) and error.code in _USAGE_STORE_CODES:
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a command's coroutine; our errors become one line on stderr and an exit code."""
+    try:
+        return asyncio.run(main())
+    except SubagentsError as exc:
+        fail(f"{exc.message} [{exc.code}]", exit_code_for(exc))
+    except KeyboardInterrupt:
+        typer.echo("subagents: interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
+def resolve_model(spec: str | None, *, recorded: str | None = None) -> tuple[Model, str]:
+    """The model of `--model`, else the session's recorded one, else `$SUBAGENTS_MODEL`."""
+    chosen = spec or recorded or os.environ.get("SUBAGENTS_MODEL")
+    if not chosen:
+        fail(f"no model given: {MODEL_CHOICES}")
+    try:
+        parsed = parse_model_spec(chosen)
+        return open_model(parsed), str(parsed)
+    except SubagentsError as exc:
+        fail(f"{exc.message} [{exc.code}]", exit_code_for(exc))
+
+
+def store_path(store: str | None) -> Path:
+    try:
+        return parse_store_url(store) if store else default_store_path()
+    except SubagentsError as exc:
+        fail(f"{exc.message} [{exc.code}]", exit_code_for(exc))
+
+
+def open_store(store: str | None) -> EventStore:
+    """An unopened SQLite store for `--store` (or the default); the caller enters it."""
+    return SqliteEventStore(store_path(store))
+
+
+def require_existing_store(store: str | None) -> Path:
+    """For read commands: a store that does not exist yet has no sessions (exit 2)."""
+    path = store_path(store)
+    if not path.exists():
+        fail(f"no store at {path}: nothing has run yet; pass --store or run `subagents run`")
+    return path
+
+
+def check_tenant(tenant: str) -> str:
+    if not tenant.strip():
+        fail("--tenant must not be empty")
+    return tenant
+
+
+def is_terminal() -> bool:
+    return sys.stderr.isatty()

@@ -1,0 +1,111 @@
+"""Plain-text and JSON renderings of sessions, trees and logs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from ..core._inspect import SessionRow, iso
+from ..messages import AssistantMessage
+from ..sessions import (
+    AssistantMessageEvent,
+    EventRecord,
+    InboxSpliced,
+    ModelErrorEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+    UserMessageEvent,
+)
+
+__all__ = ["dumps", "event_json", "render_log", "render_sessions", "render_tree"]
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def event_json(record: EventRecord) -> dict[str, Any]:
+    payload: dict[str, Any] = msgspec.to_builtins(record.event)
+    payload.pop("kind", None)
+    return {"seq": record.seq, "kind": record.kind, "time": iso(record.time), "payload": payload}
+
+
+def render_sessions(rows: Sequence[SessionRow]) -> str:
+    if not rows:
+        return "no sessions"
+    lines = [f"{'SESSION':36}  {'CREATED':27}  {'STATUS':9}  TENANT"]
+    lines += [
+        f"{r.header.id:36}  {iso(r.header.created_at):27}  {r.status:9}  {r.header.tenant}"
+        for r in rows
+    ]
+    return "\n".join(lines)
+
+
+def render_tree(rows: Sequence[dict[str, Any]]) -> str:
+    lines: list[str] = []
+    for row in rows:
+        usage = row["usage"]
+        indent = "  " * int(row["depth"])
+        lines.append(
+            f"{indent}{row['name']}  [{row['status']}]  {row['mode']}  "
+            f"tokens in/out {usage['input_tokens']}/{usage['output_tokens']}, "
+            f"{usage['model_calls']} model calls  ({row['session_id']})"
+        )
+    if rows:
+        total = rows[0].get("total_usage")
+        if isinstance(total, dict):
+            lines.append(
+                f"total: tokens in/out {total['input_tokens']}/{total['output_tokens']}, "
+                f"{total['model_calls']} model calls"
+            )
+    return "\n".join(lines)
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _assistant_line(message: AssistantMessage) -> str:
+    parts: list[str] = []
+    if message.text:
+        parts.append(_short(message.text))
+    parts.extend(f"→ {c.name}({_short(c.arguments, 80)})" for c in message.tool_calls)
+    return "  ".join(parts) or "(empty)"
+
+
+def render_log(records: Sequence[EventRecord]) -> str:
+    """A human transcript: prompts, answers, tool calls and results, turn endings."""
+    lines: list[str] = []
+    for record in records:
+        match record.event:
+            case InboxSpliced(inserted=inserted, outcome=outcome):
+                lines.extend(f"{record.seq:>5}  queued     {_short(m.text)}" for m in inserted)
+                if outcome == "canceled":
+                    lines.append(f"{record.seq:>5}  cancelled  pending input")
+            case TurnStart(turn=turn):
+                lines.append(f"{record.seq:>5}  turn {turn}")
+            case UserMessageEvent(message=message):
+                lines.append(f"{record.seq:>5}  user       {_short(message.text)}")
+            case AssistantMessageEvent(message=message, interrupted=interrupted):
+                tag = "assistant*" if interrupted else "assistant "
+                lines.append(f"{record.seq:>5}  {tag} {_assistant_line(message)}")
+            case ModelErrorEvent(code=code, message=message):
+                lines.append(f"{record.seq:>5}  model err  {code}: {_short(message)}")
+            case ToolCallEvent(name=name):
+                lines.append(f"{record.seq:>5}  tool call  {name}")
+            case ToolResultEvent(message=message):
+                lines.append(
+                    f"{record.seq:>5}  result     {message.name}: {_short(message.content)}"
+                )
+            case TurnEnd(turn=turn, reason=reason, error_message=error):
+                detail = f" ({error})" if error else ""
+                lines.append(f"{record.seq:>5}  turn {turn} ended {reason}{detail}")
+            case _:
+                pass
+    return "\n".join(lines)

@@ -1,0 +1,129 @@
+"""Read models of stored trees for listings: sessions, tree rows, statuses, usage."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from ..messages import Usage
+from ..sessions import EventRecord, EventStore, SessionHeader
+from ..sessions._projections import (
+    StatusProjection,
+    StatusView,
+    UsageProjection,
+    UsageView,
+    fold,
+)
+
+__all__ = ["SessionRow", "TreeRow", "TreeStatus", "list_sessions", "tree_rows", "tree_status"]
+
+TreeStatus = Literal["running", "idle", "ready", "completed", "failed", "aborted"]
+
+
+def tree_status(view: StatusView) -> TreeStatus:
+    """The status a listing shows for a stored session."""
+    if view.status == "running":
+        return "running"
+    match view.last_stop:
+        case None:
+            return "idle"
+        case "completed":
+            return "completed"
+        case "aborted":
+            return "aborted"
+        case "interrupted":
+            return "ready"
+        case _:
+            return "failed"
+
+
+def iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    header: SessionHeader
+    status: TreeStatus
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "session_id": self.header.id,
+            "created_at": iso(self.header.created_at),
+            "status": self.status,
+            "tenant": self.header.tenant,
+            "cwd": self.header.cwd,
+            "model": self.header.model_spec,
+        }
+
+
+async def list_sessions(store: EventStore, *, tenant: str) -> list[SessionRow]:
+    """Root sessions of `tenant`, newest first, with their status."""
+    rows: list[SessionRow] = []
+    for header in await store.list_headers(tenant=tenant, roots_only=True):
+        records = await store.read(header.id, tenant=tenant)
+        rows.append(SessionRow(header, tree_status(fold(StatusProjection(), records))))
+    return rows
+
+
+def _usage_json(view: UsageView) -> dict[str, int]:
+    return {
+        "input_tokens": view.usage.input_tokens,
+        "output_tokens": view.usage.output_tokens,
+        "model_calls": view.model_calls,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class TreeRow:
+    header: SessionHeader
+    name: str
+    parent: str | None
+    mode: Literal["root", "one-shot", "continuable"]
+    status: TreeStatus
+    label: str
+    usage: UsageView
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "session_id": self.header.id,
+            "name": self.name,
+            "parent": self.parent,
+            "mode": self.mode,
+            "status": self.status,
+            "label": self.label,
+            "depth": self.header.depth,
+            "usage": _usage_json(self.usage),
+        }
+
+
+def total_usage(rows: Sequence[TreeRow]) -> UsageView:
+    usage = Usage()
+    calls = 0
+    for row in rows:
+        usage = usage + row.usage.usage
+        calls += row.usage.model_calls
+    return UsageView(usage, calls)
+
+
+def root_row(header: SessionHeader, records: Sequence[EventRecord]) -> TreeRow:
+    return TreeRow(
+        header=header,
+        name="lead",
+        parent=None,
+        mode="root",
+        status=tree_status(fold(StatusProjection(), records)),
+        label="lead",
+        usage=fold(UsageProjection(), records),
+    )
+
+
+async def tree_rows(store: EventStore, root: SessionHeader) -> list[dict[str, object]]:
+    """The tree of a root session in pre-order, as JSON rows; the root carries the total."""
+    records = await store.read(root.id, tenant=root.tenant)
+    rows = [root_row(root, records)]
+    out = [row.to_json() for row in rows]
+    out[0]["total_usage"] = _usage_json(total_usage(rows))
+    return out

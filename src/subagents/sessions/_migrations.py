@@ -1,0 +1,243 @@
+"""The SQLite store's file: opening it, and its schema as named, ordered migrations.
+
+`open_database` turns every way a path can be unusable into one actionable `StoreError`. A
+migration is applied once, inside the same `BEGIN IMMEDIATE` transaction that records it, so
+a store is always at a version listed here. A store whose recorded version is newer than every
+version this build knows is refused before anything is written to it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final, Literal, NamedTuple
+
+from subagents.errors import ErrorCode, SchemaVersionError, StoreError
+
+__all__ = [
+    "CURRENT_SCHEMA_VERSION",
+    "MIGRATIONS",
+    "SCHEMA_VERSION_SUMMARIES",
+    "Migration",
+    "apply_migrations",
+    "check_schema_version",
+    "open_database",
+    "stored_schema_version",
+]
+
+CURRENT_SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION_SUMMARIES: Final[dict[int, str]] = {
+    1: "sessions (header beside tenant, parent, root, created_at) and events keyed by "
+    "(session_id, seq), without rowid",
+}
+"""One line per schema version: what that version added."""
+
+
+class Migration(NamedTuple):
+    """One schema step: SQL statements (separated by `;`) or a callable given the connection."""
+
+    version: int
+    name: str
+    apply: str | Callable[[sqlite3.Connection], None]
+
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        1,
+        "create sessions and events",
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            parent TEXT,
+            root TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            header BLOB NOT NULL
+        );
+        CREATE INDEX sessions_by_tenant ON sessions (tenant, parent, created_at);
+        CREATE INDEX sessions_by_root ON sessions (root);
+        CREATE TABLE events (
+            session_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            v INTEGER NOT NULL,
+            time REAL NOT NULL,
+            payload BLOB NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        ) WITHOUT ROWID;
+        """,
+    ),
+)
+
+_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    applied_at REAL NOT NULL
+)
+"""
+
+
+def stored_schema_version(conn: sqlite3.Connection) -> int:
+    """The highest version recorded in the store, 0 for a store without migrations. Reads only."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if exists is None:
+        return 0
+    row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    return 0 if row is None or row[0] is None else int(row[0])
+
+
+def check_schema_version(
+    conn: sqlite3.Connection, *, where: str, migrations: Sequence[Migration] = MIGRATIONS
+) -> int:
+    """Refuse a store written by a newer build; return its recorded version. Reads only.
+
+    Raises:
+        SchemaVersionError: the store records a version this build does not know.
+    """
+    version = stored_schema_version(conn)
+    supported = sorted(m.version for m in migrations)
+    if version > max(supported, default=0):
+        raise SchemaVersionError(
+            f"the store at {where} has schema version {version}, but this build of subagents "
+            f"supports schema versions {supported}; upgrade subagents",
+            store_version=version,
+            supported=supported,
+        )
+    return version
+
+
+def apply_migrations(
+    conn: sqlite3.Connection, *, where: str = "", migrations: Sequence[Migration] = MIGRATIONS
+) -> list[int]:
+    """Bring the store up to the newest of `migrations`; return the versions applied, in order.
+
+    `conn` must be in autocommit mode (`isolation_level=None`). The check and every step run in
+    one `BEGIN IMMEDIATE` transaction, so two processes opening one new store cannot both
+    migrate it, and a failed step leaves the store as it was.
+
+    Raises:
+        SchemaVersionError: the store records a version this build does not know.
+    """
+    ordered = sorted(migrations, key=lambda m: m.version)
+    if check_schema_version(conn, where=where, migrations=ordered) >= max(
+        (m.version for m in ordered), default=0
+    ):
+        return []  # up to date: write nothing
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        check_schema_version(conn, where=where, migrations=ordered)
+        conn.execute(_MIGRATIONS_TABLE)
+        done = {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
+        applied: list[int] = []
+        for migration in ordered:
+            if migration.version in done:
+                continue
+            if isinstance(migration.apply, str):
+                for statement in _statements(migration.apply):
+                    conn.execute(statement)
+            else:
+                migration.apply(conn)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, time.time()),
+            )
+            applied.append(migration.version)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return applied
+
+
+def _statements(script: str) -> list[str]:
+    """Split a script into complete statements (`executescript` would commit our transaction)."""
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        statements.append(pending.strip())
+    return statements
+
+
+_FIX = "pass --store or set SUBAGENTS_STORE to a writable path"
+
+
+def open_database(
+    path: Path, *, synchronous: Literal["NORMAL", "FULL"]
+) -> tuple[sqlite3.Connection, sqlite3.Connection]:
+    """Open (creating it and its directories) and migrate the store; return (writer, reader).
+
+    Both connections are in autocommit mode, WAL, with a busy timeout; the reader is query-only.
+    Blocking: call it from a worker thread.
+
+    Raises:
+        StoreError: `STORE_UNWRITABLE` when the file or its directory cannot be written,
+            `STORE_CORRUPT` when the file is not a SQLite database.
+        SchemaVersionError: the store was written by a newer build (nothing is written to it).
+    """
+    where = os.path.abspath(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_dir():
+            raise IsADirectoryError(21, "Is a directory", str(path))
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        if exc.filename is not None and os.path.abspath(exc.filename) != where:
+            reason += f" ({exc.filename})"
+        raise StoreError(
+            f"cannot open the store at {where}: {reason}; {_FIX}",
+            code=ErrorCode.STORE_UNWRITABLE,
+            path=where,
+        ) from exc
+    opened: list[sqlite3.Connection] = []
+    try:
+        writer = _connect(path, opened)
+        check_schema_version(writer, where=where)  # before anything is written
+        writer.execute(f"PRAGMA synchronous = {synchronous}")
+        writer.execute("PRAGMA journal_mode = WAL")
+        apply_migrations(writer, where=where)
+        reader = _connect(path, opened)
+        reader.execute("PRAGMA query_only = ON")
+    except BaseException as exc:
+        for conn in opened:
+            conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise _open_error(exc, where) from exc
+        raise
+    return writer, reader
+
+
+def _connect(path: Path, opened: list[sqlite3.Connection]) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
+    opened.append(conn)
+    conn.execute("PRAGMA busy_timeout = 5000")
+    conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # is it a database at all?
+    return conn
+
+
+def _open_error(exc: sqlite3.Error, where: str) -> StoreError:
+    text = str(exc)
+    if "not a database" in text or "malformed" in text:
+        return StoreError(
+            f"the store at {where} is not a subagents SQLite database ({text}); move it aside "
+            f"or {_FIX}",
+            code=ErrorCode.STORE_CORRUPT,
+            path=where,
+        )
+    unwritable = any(s in text for s in ("readonly", "read-only", "unable to open"))
+    return StoreError(
+        f"cannot open the store at {where}: {text}; {_FIX}",
+        code=ErrorCode.STORE_UNWRITABLE if unwritable else ErrorCode.STORE,
+        path=where,
+    )

@@ -1,0 +1,443 @@
+"""The durable `EventStore`: one SQLite file in WAL mode, written by one thread with group commit.
+
+`append` validates on the caller's thread and enqueues; the writer thread takes everything
+queued (up to `batch_max` records), writes it in one `BEGIN IMMEDIATE ... COMMIT`, and only then
+resolves each append's future, so an acknowledged event is in the WAL. Reads use a separate
+connection from a worker thread (`asyncio.to_thread`): the event loop never blocks on SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import re
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from subagents.errors import (
+    ClosedError,
+    ConcurrencyConflict,
+    ConfigError,
+    DuplicateError,
+    ErrorCode,
+    NotFoundError,
+    StoreError,
+)
+from subagents.ids import SessionId
+
+from ._events import (
+    EventRecord,
+    SessionHeader,
+    decode_event,
+    decode_header,
+    encode_event,
+    encode_header,
+)
+from ._migrations import open_database
+
+__all__ = ["SqliteEventStore", "parse_store_url"]
+
+_Row = tuple[str, int, str, int, float, bytes]
+_Result = tuple[asyncio.Future[None], BaseException | None]
+_INSERT_EVENT = "INSERT INTO events (session_id, seq, kind, v, time, payload) VALUES (?,?,?,?,?,?)"
+_INSERT_SESSION = (
+    "INSERT OR IGNORE INTO sessions (id, tenant, parent, root, created_at, header) "
+    "VALUES (?,?,?,?,?,?)"
+)
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
+
+
+def parse_store_url(url: str) -> Path:
+    """The file a store URL names: `sqlite:///abs/path`, `sqlite://relative/path` or a path.
+
+    Raises:
+        ConfigError: the URL is empty or uses a scheme other than `sqlite`.
+    """
+    match = _SCHEME.match(url)
+    if match is None:
+        rest = url
+    elif match.group(1).lower() == "sqlite":
+        rest = match.group(2)
+    else:
+        raise ConfigError(
+            f"unsupported store URL {url!r}: use sqlite:///ABSOLUTE/PATH, "
+            "sqlite://RELATIVE/PATH or a plain file path",
+            url=url,
+        )
+    if not rest.strip():
+        raise ConfigError(
+            f"store URL {url!r} names no file: use sqlite:///ABSOLUTE/PATH or a file path",
+            url=url,
+        )
+    if rest.startswith("//"):  # sqlite:////abs/path, as SQLAlchemy spells it
+        rest = "/" + rest.lstrip("/")
+    return Path(rest).expanduser()
+
+
+@dataclass(slots=True)
+class _Append:
+    session_id: SessionId
+    rows: list[_Row]
+    future: asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class _Create:
+    header: SessionHeader
+    row: tuple[str, str, str | None, str, float, bytes]
+    future: asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """What the writer hands back to the loop for one batch."""
+
+    results: list[_Result] = field(default_factory=list[_Result])
+    forget: set[SessionId] = field(default_factory=lambda: set[SessionId]())
+    created: list[SessionId] = field(default_factory=list[SessionId])
+
+
+_STOP = object()
+
+
+class SqliteEventStore:
+    """The default store: `path` is the database file (parent directories are created).
+
+    Args:
+        path: the SQLite file.
+        synchronous: `NORMAL` (an acknowledged event survives a process crash) or `FULL`
+            (it also survives a power loss, at the cost of an fsync per commit).
+        batch_max: about the most records (events, or one per created session) the writer
+            commits in one transaction.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        batch_max: int = 512,
+    ) -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ConfigError(f"synchronous must be NORMAL or FULL, got {synchronous!r}")
+        if batch_max < 1:
+            raise ConfigError(f"batch_max must be at least 1, got {batch_max}")
+        self.path = Path(path)
+        self.commits = 0
+        """Transactions the writer has committed (group commit makes it smaller than appends)."""
+        self._synchronous: Literal["NORMAL", "FULL"] = synchronous
+        self._batch_max = batch_max
+        self._state: Literal["unopened", "opened", "closed"] = "unopened"
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: queue.SimpleQueue[_Append | _Create | object] = queue.SimpleQueue()
+        self._next: dict[SessionId, int] = {}  # loop thread: next seq per touched session
+        self._wnext: dict[SessionId, int] = {}  # writer thread: next seq as committed
+        self._wconn: sqlite3.Connection | None = None
+        self._rconn: sqlite3.Connection | None = None
+        self._rlock = threading.Lock()
+        self._writer: threading.Thread | None = None
+
+    # lifecycle
+
+    async def __aenter__(self) -> Self:
+        if self._state == "closed":
+            raise ClosedError("cannot reopen a closed event store")
+        if self._state == "unopened":
+            self._wconn, self._rconn = await asyncio.to_thread(
+                open_database, self.path, synchronous=self._synchronous
+            )
+            self._loop = asyncio.get_running_loop()
+            self._writer = threading.Thread(
+                target=self._run_writer, name="subagents-sqlite-writer", daemon=True
+            )
+            self._writer.start()
+            self._state = "opened"
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Drain pending appends, stop the writer and close the connections; safe twice."""
+        if self._state == "closed":
+            return
+        self._state = "closed"
+        if self._writer is not None:
+            self._queue.put(_STOP)
+        await asyncio.to_thread(self._shutdown)  # runs to the end even if we are cancelled
+
+    def _check_open(self) -> None:
+        if self._state != "opened":
+            raise ClosedError(f"the event store is {self._state}; open it with `async with`")
+
+    def _shutdown(self) -> None:
+        if self._writer is not None:
+            self._writer.join()
+        with self._rlock:
+            if self._rconn is not None:
+                self._rconn.close()
+                self._rconn = None
+
+    # writes
+
+    async def create(self, header: SessionHeader) -> None:
+        """Store `header` (through the writer, so creates are group-committed too)."""
+        self._check_open()
+        assert self._loop is not None
+        row = (header.id, header.tenant, header.parent, header.root_id, header.created_at)
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._queue.put(_Create(header, (*row, encode_header(header)), future))
+        await _finish(future)
+
+    def append(self, session_id: SessionId, records: Sequence[EventRecord]) -> asyncio.Future[None]:
+        """Check and enqueue `records`; the future resolves once they are committed.
+
+        A wrong seq for a session this store has written is refused here, synchronously. A
+        session it has not touched yet (say, after a restart) is checked by the writer against
+        the file, so `NotFoundError` or `ConcurrencyConflict` then arrives through the future.
+        """
+        self._check_open()
+        assert self._loop is not None
+        known = self._next.get(session_id)
+        base = known if known is not None else (records[0].seq if records else 0)
+        for offset, record in enumerate(records):
+            if record.seq != base + offset:
+                raise ConcurrencyConflict(
+                    f'append to session "{session_id}" expected seq {base + offset}, '
+                    f"got {record.seq}; another writer appended first",
+                    expected_seq=base + offset,
+                    seq=record.seq,
+                )
+        rows: list[_Row] = [
+            (session_id, r.seq, r.kind, r.event.v, r.time, encode_event(r.event)) for r in records
+        ]
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._queue.put(_Append(session_id, rows, future))
+        if records:
+            # A session this process has not written yet is checked by the writer instead.
+            self._next[session_id] = base + len(records)
+        return future
+
+    def _run_writer(self) -> None:
+        conn = self._wconn
+        assert conn is not None
+        try:
+            stop = False
+            while not stop:
+                batch: list[_Append | _Create] = []
+                size = 0
+                item = self._queue.get()
+                while True:
+                    if item is _STOP:
+                        stop = True
+                        break
+                    assert isinstance(item, _Append | _Create)
+                    batch.append(item)
+                    size += len(item.rows) if isinstance(item, _Append) else 1
+                    if size >= self._batch_max:
+                        break
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                if batch:
+                    self._settle(self._write_batch(conn, batch))
+        finally:
+            conn.close()
+            self._wconn = None
+
+    def _write_batch(self, conn: sqlite3.Connection, batch: list[_Append | _Create]) -> _Outcome:
+        """Write `batch` in one transaction (group commit); on failure roll all of it back."""
+        outcome = _Outcome()
+        culprit: _Append | _Create | None = None
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for culprit in batch:
+                outcome.results.append((culprit.future, self._write_item(conn, culprit, outcome)))
+            culprit = None
+            conn.execute("COMMIT")
+        except Exception as exc:  # fail every waiter of the batch, never strand one
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            touched = {_session_of(item) for item in batch}
+            for sid in touched:
+                self._wnext.pop(sid, None)  # reloaded from the db on next touch
+            failed = _Outcome(forget=touched)
+            for item in batch:
+                error = _write_error(exc, item, self.path, culprit=item is culprit)
+                failed.results.append((item.future, error))
+            return failed
+        self.commits += 1
+        return outcome
+
+    def _write_item(
+        self, conn: sqlite3.Connection, item: _Append | _Create, outcome: _Outcome
+    ) -> BaseException | None:
+        if isinstance(item, _Create):
+            if conn.execute(_INSERT_SESSION, item.row).rowcount == 0:
+                return DuplicateError(
+                    f'session "{item.header.id}" already exists', code=ErrorCode.SESSION_EXISTS
+                )
+            self._wnext[item.header.id] = 0
+            outcome.created.append(item.header.id)
+            return None
+        sid = item.session_id
+        expected = self._wnext.get(sid)
+        if expected is None:
+            found, last = conn.execute(
+                "SELECT (SELECT 1 FROM sessions WHERE id = ?), "
+                "(SELECT MAX(seq) FROM events WHERE session_id = ?)",
+                (sid, sid),
+            ).fetchone()
+            if found is None:
+                outcome.forget.add(sid)
+                return NotFoundError(f'session "{sid}" not found')
+            expected = self._wnext[sid] = 0 if last is None else int(last) + 1
+        if item.rows and item.rows[0][1] != expected:
+            outcome.forget.add(sid)
+            return ConcurrencyConflict(
+                f'append to session "{sid}" expected seq {expected}, got {item.rows[0][1]}; '
+                "another writer appended first",
+                expected_seq=expected,
+                seq=item.rows[0][1],
+            )
+        conn.executemany(_INSERT_EVENT, item.rows)
+        self._wnext[sid] = expected + len(item.rows)
+        return None
+
+    def _settle(self, outcome: _Outcome) -> None:
+        assert self._loop is not None
+        # RuntimeError: the loop is gone, so nobody is waiting.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._resolve, outcome)
+
+    def _resolve(self, outcome: _Outcome) -> None:
+        """On the loop: correct the seq cache first, then wake the waiters."""
+        for sid in outcome.forget:
+            self._next.pop(sid, None)
+        for sid in outcome.created:
+            self._next.setdefault(sid, 0)
+        for future, error in outcome.results:
+            if future.done():  # the waiter was cancelled; the write stands
+                continue
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+
+    # reads
+
+    async def read(
+        self, session_id: SessionId, *, tenant: str, from_seq: int = 0
+    ) -> list[EventRecord]:
+        self._check_open()
+        return await asyncio.to_thread(self._read, session_id, tenant, max(from_seq, 0))
+
+    async def get_header(self, session_id: SessionId, *, tenant: str) -> SessionHeader:
+        self._check_open()
+        return await asyncio.to_thread(self._get_header, session_id, tenant)
+
+    async def list_headers(
+        self, *, tenant: str, roots_only: bool = True, root: SessionId | None = None
+    ) -> list[SessionHeader]:
+        self._check_open()
+        sql = "SELECT header FROM sessions WHERE tenant = ?"
+        params: list[str] = [tenant]
+        if roots_only:
+            sql += " AND parent IS NULL"
+        if root is not None:
+            sql += " AND root = ?"
+            params.append(root)
+        sql += " ORDER BY created_at DESC, rowid DESC"
+        rows = await asyncio.to_thread(self._query, sql, tuple(params))
+        return [decode_header(row[0]) for row in rows]
+
+    def _query(self, sql: str, params: tuple[object, ...], *, one: bool = False) -> Any:
+        """Run one read on the reader connection (from a worker thread)."""
+        with self._rlock:
+            if self._rconn is None:
+                raise ClosedError("the event store is closed; open it with `async with`")
+            try:
+                cursor = self._rconn.execute(sql, params)
+                return cursor.fetchone() if one else cursor.fetchall()
+            except sqlite3.Error as exc:
+                corrupt = "malformed" in str(exc) or "not a database" in str(exc)
+                raise StoreError(
+                    f"cannot read the store at {self.path}: {exc}",
+                    code=ErrorCode.STORE_CORRUPT if corrupt else ErrorCode.STORE,
+                    retryable=None if corrupt else True,
+                ) from exc
+
+    def _get_header(self, session_id: SessionId, tenant: str) -> SessionHeader:
+        sql = "SELECT header FROM sessions WHERE id = ? AND tenant = ?"
+        row = self._query(sql, (session_id, tenant), one=True)
+        if row is None:
+            raise NotFoundError(f'session "{session_id}" not found')
+        return decode_header(row[0])
+
+    def _read(self, session_id: SessionId, tenant: str, from_seq: int) -> list[EventRecord]:
+        sql = "SELECT 1 FROM sessions WHERE id = ? AND tenant = ?"
+        if self._query(sql, (session_id, tenant), one=True) is None:
+            raise NotFoundError(f'session "{session_id}" not found')
+        rows = self._query(
+            "SELECT seq, kind, v, time, payload FROM events "
+            "WHERE session_id = ? AND seq >= ? ORDER BY seq",
+            (session_id, from_seq),
+        )
+        records: list[EventRecord] = []
+        for offset, (seq, kind, v, time, payload) in enumerate(rows):
+            if seq != from_seq + offset:
+                raise StoreError(
+                    f'the log of session "{session_id}" has a gap before seq {seq}',
+                    code=ErrorCode.STORE_CORRUPT,
+                )
+            records.append(EventRecord(seq, time, decode_event(kind, v, payload)))
+        return records
+
+
+async def _finish(future: asyncio.Future[None]) -> None:
+    """Await a write; if the waiter is cancelled, let the write settle first, then re-raise."""
+    try:
+        await asyncio.shield(future)
+    except asyncio.CancelledError:
+        while not future.done():
+            try:
+                await asyncio.shield(future)
+            except asyncio.CancelledError:
+                continue
+            except Exception:
+                break
+        raise
+
+
+def _session_of(item: _Append | _Create) -> SessionId:
+    return item.header.id if isinstance(item, _Create) else item.session_id
+
+
+def _write_error(
+    exc: Exception, item: _Append | _Create, path: Path, *, culprit: bool
+) -> StoreError:
+    if culprit and isinstance(exc, sqlite3.IntegrityError):
+        return ConcurrencyConflict(
+            f'append to session "{_session_of(item)}" collided with events already in the store '
+            "(another writer appended first); read the log again before appending",
+        )
+    if culprit or not isinstance(exc, sqlite3.IntegrityError):
+        return StoreError(f"cannot write to the store at {path}: {exc}", retryable=True)
+    return StoreError(
+        f"the store rolled back this write because another write in the same commit failed "
+        f"({exc}); retry it",
+        retryable=True,
+    )

@@ -1,0 +1,297 @@
+"""A chat-completions server on loopback for testing the OpenAI-compatible adapter.
+
+The server plays a queue of scripted replies, one per HTTP request, and records every request
+it receives so that tests can assert on what the SDK sent. It speaks just enough of the
+protocol for `client.chat.completions.create(stream=True)`: SSE streams of chunks ending in
+`data: [DONE]`, and JSON error bodies with a status code and headers.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Self
+
+__all__ = [
+    "ChatServer",
+    "ErrorReply",
+    "HangReply",
+    "RecordedRequest",
+    "StreamReply",
+    "closed_port",
+    "error_reply",
+    "finish_chunk",
+    "reasoning_chunk",
+    "stream_reply",
+    "text_chunk",
+    "tool_chunk",
+    "usage_chunk",
+]
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReply:
+    """A 200 SSE response. `raw` replaces the encoded chunks verbatim (for malformed streams);
+    `done` appends `data: [DONE]`."""
+
+    chunks: tuple[JsonObject, ...] = ()
+    raw: str | None = None
+    done: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReply:
+    """A non-streaming error response with a JSON body."""
+
+    status: int
+    body: JsonObject
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HangReply:
+    """No answer at all until the server shuts down (for client timeouts)."""
+
+
+Reply = StreamReply | ErrorReply | HangReply
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: JsonObject = field(default_factory=dict[str, Any])
+
+
+def _chunk(delta: JsonObject, finish_reason: str | None = None) -> JsonObject:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "test-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+def text_chunk(text: str) -> JsonObject:
+    return _chunk({"role": "assistant", "content": text})
+
+
+def reasoning_chunk(text: str) -> JsonObject:
+    """A DeepSeek-style `reasoning_content` delta."""
+    return _chunk({"role": "assistant", "content": None, "reasoning_content": text})
+
+
+def tool_chunk(
+    index: int, *, id: str | None = None, name: str | None = None, arguments: str = ""
+) -> JsonObject:
+    call: JsonObject = {"index": index, "function": {"arguments": arguments}}
+    if id is not None:
+        call["id"] = id
+        call["type"] = "function"
+    if name is not None:
+        call["function"]["name"] = name
+    return _chunk({"tool_calls": [call]})
+
+
+def finish_chunk(reason: str) -> JsonObject:
+    return _chunk({}, finish_reason=reason)
+
+
+def usage_chunk(
+    prompt: int,
+    completion: int,
+    *,
+    cached: int | None = None,
+    cache_hit: int | None = None,
+    reasoning: int | None = None,
+) -> JsonObject:
+    """The final usage chunk (empty `choices`). `cached` uses OpenAI's
+    `prompt_tokens_details.cached_tokens`, `cache_hit` DeepSeek's `prompt_cache_hit_tokens`."""
+    usage: JsonObject = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    if cache_hit is not None:
+        usage["prompt_cache_hit_tokens"] = cache_hit
+    if reasoning is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    chunk = _chunk({})
+    chunk["choices"] = []
+    chunk["usage"] = usage
+    return chunk
+
+
+def stream_reply(*chunks: JsonObject, done: bool = True) -> StreamReply:
+    return StreamReply(chunks=chunks, done=done)
+
+
+def error_reply(
+    status: int,
+    message: str,
+    *,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> ErrorReply:
+    """An OpenAI-style error body. Pass `{"retry-after-ms": "1"}` to make the SDK retry at once:
+    it honours a server delay only when it is above zero, else it backs off from 0.5 s."""
+    body = {"error": {"message": message, "type": "test_error", "code": code, "param": None}}
+    return ErrorReply(status=status, body=body, headers=tuple((headers or {}).items()))
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body: JsonObject = json.loads(raw) if raw else {}
+        recorded = RecordedRequest(
+            method="POST",
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+        )
+        server = self.server
+        assert isinstance(server, _Server)
+        reply = server.chat.take(recorded)
+        match reply:
+            case ErrorReply():
+                self._send_error(reply)
+            case StreamReply():
+                self._send_stream(reply)
+            case HangReply():
+                server.chat.released.wait()
+                self.close_connection = True
+
+    def _send_error(self, reply: ErrorReply) -> None:
+        payload = json.dumps(reply.body).encode()
+        self.send_response(reply.status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        for name, value in reply.headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _send_stream(self, reply: StreamReply) -> None:
+        if reply.raw is not None:
+            text = reply.raw
+        else:
+            text = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in reply.chunks)
+            if reply.done:
+                text += "data: [DONE]\n\n"
+        payload = text.encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, chat: ChatServer) -> None:
+        self.chat = chat
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+class ChatServer:
+    """A loopback chat-completions server; use as a context manager.
+
+    `enqueue` scripts replies in order; `requests` lists what was received. A request that
+    finds the queue empty gets a 500 with `x-should-retry: false` naming the problem.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.released = threading.Event()
+        self._replies: deque[Reply] = deque()
+        self._requests: list[RecordedRequest] = []
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("chat server is not running; use it as a context manager")
+        port: int = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def bodies(self) -> list[JsonObject]:
+        return [request.body for request in self.requests]
+
+    def enqueue(self, *replies: Reply) -> None:
+        with self._lock:
+            self._replies.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._replies)
+
+    def take(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            self._requests.append(request)
+            if self._replies:
+                return self._replies.popleft()
+        return error_reply(
+            500,
+            f"chat server: no scripted reply left for request #{len(self._requests)}",
+            headers={"x-should-retry": "false"},
+        )
+
+    def __enter__(self) -> Self:
+        self._server = _Server(self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.01},  # how soon shutdown() is noticed
+            name="chat-server",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.released.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = None
+        self._thread = None
