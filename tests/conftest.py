@@ -1,8 +1,25 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+from blockbuster import blockbuster_ctx
 
 from subagents.testing import FakeClock
+
+
+@pytest.fixture(autouse=True)
+def no_blocking_calls_in_the_loop() -> Iterator[None]:
+    """Fail any test in which subagents code makes a blocking call inside the event loop.
+
+    Models are built once, before a run, so their constructors may read files: an
+    `AsyncOpenAI` client reads CA certificates, `ScriptedModel.from_file` reads its script.
+    """
+    with blockbuster_ctx("subagents") as buster:
+        for function in buster.functions.values():
+            function.can_block_in("openai/_base_client.py", "__init__")
+            function.can_block_in("subagents/models/_scripted.py", "from_file")
+        yield
 
 
 @pytest.fixture

@@ -8,12 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from blockbuster import blockbuster_ctx
 
 from subagents.errors import (
     ConcurrencyConflict,
@@ -40,12 +38,6 @@ from subagents.sessions._migrations import (
 )
 
 Row = tuple[Any, ...]
-
-
-@pytest.fixture(autouse=True)
-def no_blocking_calls_in_the_loop() -> Iterator[None]:
-    with blockbuster_ctx("subagents"):
-        yield
 
 
 @pytest.fixture

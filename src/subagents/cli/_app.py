@@ -87,8 +87,11 @@ def _exit_for(result: RunResult) -> None:
 
 
 async def _run_until_quiet(agent: Agent, first_seq: int) -> RunResult:
-    """Wait for quiescence; the result of the turns since `first_seq`, or of the whole log
-    when nothing ran (resuming a session with no pending work reports where it stands)."""
+    """Wait for quiescence and fold the turns since `first_seq` into a result.
+
+    When nothing ran (resuming a session with no pending work), the whole log's result
+    reports where the session stands.
+    """
     await agent.when_idle()
     result = run_result(agent.id, agent.session.records[first_seq:])
     if result.stop_reason is None:

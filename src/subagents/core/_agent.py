@@ -48,9 +48,11 @@ class AgentConfig:
 
 
 class Agent:
-    """An agent and its session share one id. Input arrives through the inbox (`followup`,
-    `steer`, `inject`); a driver task runs turns while there is work; `cancel` stops the
-    current turn with a recorded cause; `dispose` reaches quiescence and releases the agent.
+    """An agent and its session, which share one id.
+
+    Input arrives through the inbox (`followup`, `steer`, `inject`); a driver task runs turns
+    while there is work; `cancel` stops the current turn with a recorded cause; `dispose`
+    reaches quiescence and releases the agent.
     """
 
     def __init__(

@@ -44,45 +44,29 @@ ABORTED_TEXT = "Error: tool call aborted"
 ABORTED_BEFORE_DISPATCH_TEXT = "Error: tool call aborted before dispatch"
 
 
+class _Turn:
+    """Where a turn is: its number, its current step, and whether that step is open."""
+
+    __slots__ = ("number", "step", "step_open")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.step = 0
+        self.step_open = False
+
+
 async def run_turn(agent: Agent) -> StopReason:
     """Run one turn to its end and record how it ended."""
     agent.turn_number += 1
-    turn = agent.turn_number
+    turn = _Turn(agent.turn_number)
     append = agent._append  # pyright: ignore[reportPrivateUsage]
-    await append(TurnStart(turn=turn))
-    step = 0
-    step_open = False
-    end = TurnEnd(turn=turn, reason="completed")
+    await append(TurnStart(turn=turn.number))
     try:
-        sticky_max_tokens = False
-        while True:
-            batch = agent.inbox.claim(first_step=step == 0)
-            if step == 0 and not batch:
-                break  # the waking input was withdrawn: nothing to run
-            step += 1
-            await append(StepStart(turn=turn, step=step))
-            step_open = True
-            for message in batch:
-                await append(UserMessageEvent(message=message, turn=turn))
-                agent.transcript.append(message)
-            outcome = await _run_step(agent, turn, step)
-            step_open = False
-            await append(StepEnd(turn=turn, step=step))
-            if outcome == "continue":
-                continue
-            if outcome == "max-tokens":
-                sticky_max_tokens = True
-            elif outcome == "refusal":
-                end = TurnEnd(turn=turn, reason="refusal")
-            if not agent.inbox.next_step:
-                break
-        if sticky_max_tokens:
-            end = TurnEnd(turn=turn, reason="max-tokens")
+        end = await _run_steps(agent, turn)
     except asyncio.CancelledError:
         cause = agent.take_abort_cause()
-        if step_open:
-            await append(StepEnd(turn=turn, step=step))
-        await append(TurnEnd(turn=turn, reason="aborted", cause=cause or "cancelled"))
+        await _close_step(agent, turn)
+        await append(TurnEnd(turn=turn.number, reason="aborted", cause=cause or "cancelled"))
         if cause is None:
             raise  # a cancellation from outside always wins
         current = asyncio.current_task()
@@ -90,11 +74,41 @@ async def run_turn(agent: Agent) -> StopReason:
             current.uncancel()
         return "aborted"
     except Exception as exc:
-        end = _error_end(agent, turn, exc)
-    if step_open:
-        await append(StepEnd(turn=turn, step=step))
+        end = _error_end(agent, turn.number, exc)
+    await _close_step(agent, turn)
     await append(end)
     return end.reason
+
+
+async def _close_step(agent: Agent, turn: _Turn) -> None:
+    if turn.step_open:
+        turn.step_open = False
+        await agent._append(StepEnd(turn=turn.number, step=turn.step))  # pyright: ignore[reportPrivateUsage]
+
+
+async def _run_steps(agent: Agent, turn: _Turn) -> TurnEnd:
+    """Steps until the model stops asking for tools and no step input is pending."""
+    append = agent._append  # pyright: ignore[reportPrivateUsage]
+    reason: StopReason = "completed"
+    while True:
+        batch = agent.inbox.claim(first_step=turn.step == 0)
+        if turn.step == 0 and not batch:
+            break  # the waking input was withdrawn: nothing to run
+        turn.step += 1
+        await append(StepStart(turn=turn.number, step=turn.step))
+        turn.step_open = True
+        for message in batch:
+            await append(UserMessageEvent(message=message, turn=turn.number))
+            agent.transcript.append(message)
+        outcome = await _run_step(agent, turn.number, turn.step)
+        await _close_step(agent, turn)
+        if outcome == "continue":
+            continue
+        if outcome == "max-tokens" or (outcome == "refusal" and reason != "max-tokens"):
+            reason = outcome  # max-tokens is sticky: a later completed step keeps it
+        if not agent.inbox.next_step:
+            break
+    return TurnEnd(turn=turn.number, reason=reason)
 
 
 def _error_end(agent: Agent, turn: int, exc: Exception) -> TurnEnd:
@@ -153,6 +167,10 @@ async def _run_step(agent: Agent, turn: int, step: int) -> StepOutcome:
                 )
             )
             agent.transcript.append(partial)
+        else:
+            # Nothing of this call reached the log, so it consumed no response: a live agent
+            # and one resumed from the log must agree on the next call index.
+            agent.call_index -= 1
         raise
     except Exception as exc:
         error = (
@@ -228,22 +246,51 @@ def _groups(agent: Agent, calls: tuple[ToolCallBlock, ...]) -> list[list[int]]:
     return groups
 
 
-async def _run_tools(agent: Agent, turn: int, step: int, message: AssistantMessage) -> bool:
-    """Run the calls of one response and commit their results in call order.
+async def _run_alone(
+    agent: Agent, calls: tuple[ToolCallBlock, ...], index: int, outcomes: dict[int, ToolOutcome]
+) -> None:
+    """Run one exclusive call, storing its outcome in `outcomes`.
 
-    On cancellation, finished calls keep their results, started ones become `ABORTED` and
-    calls never started get a `tool/call` + `tool/result` pair `ABORTED_BEFORE_DISPATCH`.
+    A handler may swallow our cancellation; the turn must still end aborted, and a success
+    that finished after the abort is left out, so it is committed as `ABORTED`.
     """
-    append = agent._append  # pyright: ignore[reportPrivateUsage]
-    calls = message.tool_calls
-    outcomes: dict[int, ToolOutcome] = {}
-    tasks: dict[int, asyncio.Task[ToolOutcome]] = {}
-    started: set[int] = set()
-    committed = 0
-    concluded = False
+    outcome = await _execute(agent, calls[index])
+    if agent.take_abort_cause() is not None:
+        if outcome.is_error:
+            outcomes[index] = outcome
+        raise asyncio.CancelledError
+    outcomes[index] = outcome
 
-    async def commit(index: int, outcome: ToolOutcome) -> None:
-        call = calls[index]
+
+class _ToolBatch:
+    """The tool calls of one response: started in groups, committed strictly in call order."""
+
+    def __init__(self, agent: Agent, turn: int, step: int, calls: tuple[ToolCallBlock, ...]):
+        self.agent = agent
+        self.turn = turn
+        self.step = step
+        self.calls = calls
+        self.outcomes: dict[int, ToolOutcome] = {}
+        self.tasks: dict[int, asyncio.Task[ToolOutcome]] = {}
+        self.started: set[int] = set()
+        self.committed = 0
+        self.concluded = False
+
+    async def record_call(self, index: int) -> None:
+        call = self.calls[index]
+        await self.agent._append(  # pyright: ignore[reportPrivateUsage]
+            ToolCallEvent(
+                turn=self.turn,
+                step=self.step,
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+            )
+        )
+        self.started.add(index)
+
+    async def commit(self, index: int, outcome: ToolOutcome) -> None:
+        call = self.calls[index]
         result = ToolResultMessage(
             id=new_message_id(),
             call_id=call.id,
@@ -251,68 +298,63 @@ async def _run_tools(agent: Agent, turn: int, step: int, message: AssistantMessa
             content=outcome.content,
             is_error=outcome.is_error,
         )
-        await append(
+        await self.agent._append(  # pyright: ignore[reportPrivateUsage]
             ToolResultEvent(
-                turn=turn,
-                step=step,
+                turn=self.turn,
+                step=self.step,
                 message=result,
                 code=outcome.code,
                 concludes_turn=outcome.concludes_turn,
             )
         )
-        agent.transcript.append(result)
+        self.agent.transcript.append(result)
+        self.committed = index + 1
+        self.concluded = self.concluded or outcome.concludes_turn
 
-    try:
-        for group in _groups(agent, calls):
+    async def run(self) -> bool:
+        for group in _groups(self.agent, self.calls):
             for index in group:
-                call = calls[index]
-                await append(
-                    ToolCallEvent(
-                        turn=turn,
-                        step=step,
-                        call_id=call.id,
-                        name=call.name,
-                        arguments=call.arguments,
-                    )
-                )
-                started.add(index)
+                await self.record_call(index)
             if len(group) == 1:
-                outcomes[group[0]] = await _execute(agent, calls[group[0]])
+                await _run_alone(self.agent, self.calls, group[0], self.outcomes)
             else:
                 async with asyncio.TaskGroup() as tg:
                     for index in group:
-                        tasks[index] = tg.create_task(_execute(agent, calls[index]))
+                        self.tasks[index] = tg.create_task(_execute(self.agent, self.calls[index]))
                 for index in group:
-                    outcomes[index] = tasks[index].result()
+                    self.outcomes[index] = self.tasks[index].result()
             for index in group:
-                await commit(index, outcomes[index])
-                committed = index + 1
-                concluded = concluded or outcomes[index].concludes_turn
-    except asyncio.CancelledError:
-        for index in range(committed, len(calls)):
-            task = tasks.get(index)
-            if index not in outcomes and task is not None and task.done() and not task.cancelled():
-                outcomes[index] = task.result()
-            if index in outcomes:
-                await commit(index, outcomes[index])
-            elif index in started:
-                await commit(index, ToolOutcome(ABORTED_TEXT, True, ErrorCode.ABORTED))
+                await self.commit(index, self.outcomes[index])
+        return self.concluded
+
+    async def settle_cancelled(self) -> None:
+        """Commit every call left after a cancellation.
+
+        Finished calls keep their results, started ones become `ABORTED`, calls never started
+        get a `tool/call` + `tool/result` pair `ABORTED_BEFORE_DISPATCH`.
+        """
+        for index in range(self.committed, len(self.calls)):
+            task = self.tasks.get(index)
+            finished = task is not None and task.done() and not task.cancelled()
+            if index not in self.outcomes and task is not None and finished:
+                self.outcomes[index] = task.result()
+            if index in self.outcomes:
+                outcome = self.outcomes[index]
+            elif index in self.started:
+                outcome = ToolOutcome(ABORTED_TEXT, True, ErrorCode.ABORTED)
             else:
-                call = calls[index]
-                await append(
-                    ToolCallEvent(
-                        turn=turn,
-                        step=step,
-                        call_id=call.id,
-                        name=call.name,
-                        arguments=call.arguments,
-                    )
+                await self.record_call(index)
+                outcome = ToolOutcome(
+                    ABORTED_BEFORE_DISPATCH_TEXT, True, ErrorCode.ABORTED_BEFORE_DISPATCH
                 )
-                await commit(
-                    index,
-                    ToolOutcome(
-                        ABORTED_BEFORE_DISPATCH_TEXT, True, ErrorCode.ABORTED_BEFORE_DISPATCH
-                    ),
-                )
+            await self.commit(index, outcome)
+
+
+async def _run_tools(agent: Agent, turn: int, step: int, message: AssistantMessage) -> bool:
+    """Run the calls of one response; True when a result concluded the turn."""
+    batch = _ToolBatch(agent, turn, step, message.tool_calls)
+    try:
+        return await batch.run()
+    except asyncio.CancelledError:
+        await batch.settle_cancelled()
         raise
-    return concluded

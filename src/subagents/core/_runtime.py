@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
@@ -80,7 +81,8 @@ class Runtime:
         self.tools = ToolRegistry(list(tools))
         self.clock: Clock = clock or SystemClock()
         self.tenant = tenant
-        self.cwd = str(Path(cwd or os.getcwd()).resolve())
+        self._cwd_arg = cwd
+        self.cwd = ""  # resolved on entry, off the event loop
         self.bus = EventBus()
         self._store_arg = store
         self._store: EventStore | None = None
@@ -93,6 +95,7 @@ class Runtime:
     async def __aenter__(self) -> Self:
         if self._state != "unopened":
             raise ClosedError(f"cannot reopen a runtime that is {self._state}")
+        self.cwd = await asyncio.to_thread(_resolve_cwd, self._cwd_arg)
         store = self._store_arg
         if store is None or isinstance(store, str | Path):
             from ..sessions._sqlite import SqliteEventStore, parse_store_url
@@ -139,7 +142,8 @@ class Runtime:
 
     @property
     def agents(self) -> dict[SessionId, Agent]:
-        return dict(self._agents)
+        """The live (not disposed) agents by id."""
+        return {k: a for k, a in self._agents.items() if not a.disposed}
 
     async def create_agent(self, *, config: AgentConfig | None = None) -> Agent:
         """Start a new root session (named `lead`) and its agent."""
@@ -158,13 +162,14 @@ class Runtime:
     ) -> Agent:
         """Load a stored session, close a turn a crash left open, and rebuild its agent."""
         existing = self._agents.get(SessionId(session_id))
-        if existing is not None:
+        if existing is not None and not existing.disposed:
             return existing
         header = await self.store.get_header(SessionId(session_id), tenant=self.tenant)
         records = await self.store.read(header.id, tenant=self.tenant)
         session = Session(header, self.store, self.clock, records)
         for event in interrupted_turn_closers(records):
-            await session.append(event)
+            # Repair records reuse the last real timestamp: the downtime is not part of the turn.
+            await session.append(event, time=records[-1].time)
         return self._publish(session, config or AgentConfig())
 
     def _publish(self, session: Session, config: AgentConfig) -> Agent:
@@ -214,6 +219,10 @@ def run_result(session_id: SessionId, records: Iterable[EventRecord]) -> RunResu
         error_code=end.error_code if end else None,
         error_message=end.error_message if end else None,
     )
+
+
+def _resolve_cwd(cwd: str | Path | None) -> str:
+    return str(Path(cwd or os.getcwd()).resolve())
 
 
 def default_store_path() -> Path:

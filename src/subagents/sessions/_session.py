@@ -55,13 +55,14 @@ class Session:
         self._observers.append(observer)
         return lambda: self._observers.remove(observer) if observer in self._observers else None
 
-    async def append(self, event: SessionEvent) -> EventRecord:
+    async def append(self, event: SessionEvent, *, time: float | None = None) -> EventRecord:
+        """Append `event` stamped with the clock (or `time`, for repair records)."""
         if self._broken is not None:
             raise StoreError(
                 f'session "{self.id}" can no longer be written: {self._broken.message}',
                 code=self._broken.code,
             )
-        record = EventRecord(self.next_seq, self.clock.now(), event)
+        record = EventRecord(self.next_seq, self.clock.now() if time is None else time, event)
         try:
             pending = self.store.append(self.id, (record,))
         except StoreError as exc:

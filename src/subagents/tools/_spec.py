@@ -142,16 +142,11 @@ def _spec_from_function(
     required: list[str] = []
     defs: dict[str, Any] = {}
     wants_context = False
-    takes_extra = False
-    for index, param in enumerate(inspect.signature(func).parameters.values()):
+    params, takes_extra = _named_parameters(func)
+    for index, param in enumerate(params):
         annotation = hints.get(param.name, Any)
         if index == 0 and annotation is ToolContext:
             wants_context = True
-            continue
-        if param.kind is inspect.Parameter.VAR_KEYWORD:
-            takes_extra = True  # receives the undeclared keys (the parameter root is open)
-            continue
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:
             continue
         schema = _param_schema(func, param.name, annotation)
         defs.update(schema.pop("$defs", {}))
@@ -184,6 +179,14 @@ def _spec_from_function(
         handler=handler,
         parallel_safe=parallel_safe,
     )
+
+
+def _named_parameters(func: Callable[..., Awaitable[Any]]) -> tuple[list[inspect.Parameter], bool]:
+    """The parameters that become properties, and whether a `**kwargs` takes undeclared keys."""
+    params = list(inspect.signature(func).parameters.values())
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    takes_extra = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    return [p for p in params if p.kind not in variadic], takes_extra
 
 
 def _param_schema(func: Callable[..., Awaitable[Any]], name: str, annotation: Any) -> JsonObject:
