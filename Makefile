@@ -3,6 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CODE := $(wildcard src tests examples bench)
 
 .PHONY: install demo check format lint typecheck test bench clean
 
@@ -18,11 +19,11 @@ demo: $(STAMP)
 	$(BIN)/subagents demo
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests examples bench
+	$(BIN)/ruff format $(CODE)
 
 lint: $(STAMP)
-	$(BIN)/ruff format --check src tests examples bench
-	$(BIN)/ruff check src tests examples bench
+	$(BIN)/ruff format --check $(CODE)
+	$(BIN)/ruff check $(CODE)
 
 typecheck: $(STAMP)
 	$(BIN)/pyright
