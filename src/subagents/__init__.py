@@ -8,7 +8,6 @@ from .core import (
     AgentConfig as AgentConfig,
     LiveEvent as LiveEvent,
     RunResult as RunResult,
-    Runtime as Runtime,
 )
 from .errors import (
     ConfigError as ConfigError,
@@ -29,6 +28,7 @@ from .messages import (
 )
 from .models import Model as Model, ModelRequest as ModelRequest, open_model as open_model
 from .sessions import EventRecord as EventRecord, EventStore as EventStore
+from .subagents import DelegationOptions as DelegationOptions, Runtime as Runtime
 from .tools import (
     ToolContext as ToolContext,
     ToolResult as ToolResult,
@@ -44,6 +44,7 @@ __all__ = [
     "AssistantMessage",
     "Clock",
     "ConfigError",
+    "DelegationOptions",
     "ErrorCode",
     "EventRecord",
     "EventStore",

@@ -10,6 +10,7 @@ SubagentsError
     ├── ModelError                  a model call failed (codes from the adapter)
     ├── ToolError                   a tool failed; its text goes back to the model
     │   └── ToolArgsError           arguments did not match the tool's schema
+    ├── SubagentError               delegation refused or failed (provider, name, depth, task)
     ├── StoreError                  the event store could not read or write
     │   ├── ConcurrencyConflict     an append raced another writer of the same session
     │   ├── SchemaVersionError      the store's schema is newer or older than this build
@@ -40,6 +41,7 @@ __all__ = [
     "RunError",
     "SchemaVersionError",
     "StoreError",
+    "SubagentError",
     "SubagentsError",
     "ToolArgsError",
     "ToolError",
@@ -91,6 +93,19 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
     SESSION_EXISTS = "SESSION_EXISTS"
     OPEN_TURN = "OPEN_TURN"
+    # delegation
+    NO_PROVIDER = "NO_PROVIDER"
+    DUPLICATE_PROVIDER = "DUPLICATE_PROVIDER"
+    UNSUPPORTED_CAPABILITY = "UNSUPPORTED_CAPABILITY"
+    INVALID_NAME = "INVALID_NAME"
+    DUPLICATE_NAME = "DUPLICATE_NAME"
+    DEPTH_EXCEEDED = "DEPTH_EXCEEDED"
+    INVALID_CWD = "INVALID_CWD"
+    BACKGROUND_DISABLED = "BACKGROUND_DISABLED"
+    TASK_LIMIT = "TASK_LIMIT"
+    UNKNOWN_TASK = "UNKNOWN_TASK"
+    UNAUTHORIZED = "UNAUTHORIZED"
+    NO_CALLER = "NO_CALLER"
     # run failures
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
     CANCELLED = "CANCELLED"
@@ -183,6 +198,10 @@ class ToolError(RunError):
 
 class ToolArgsError(ToolError):
     default_code = ErrorCode.INVALID_ARGS
+
+
+class SubagentError(RunError):
+    default_code = ErrorCode.INTERNAL
 
 
 class StoreError(RunError):

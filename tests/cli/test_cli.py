@@ -9,11 +9,12 @@ from chat_server import ChatServer, finish_chunk, stream_reply, text_chunk, usag
 from cli_support import Cli, write_script
 
 
-def test_demo_runs_a_scripted_lead_that_uses_a_tool(cli: Cli, home: Path) -> None:
+def test_demo_runs_a_scripted_tree(cli: Cli, home: Path) -> None:
     done = cli("demo")
     assert done.returncode == 0, done.stderr
     assert "13 words" in done.stdout
     assert "lead  [completed]  root" in done.stdout
+    assert "    reviewer/checker  [completed]  one-shot" in done.stdout
     assert done.stderr == ""  # quiet when stderr is not a terminal
     assert (home / "state.db").exists()
 
@@ -26,22 +27,31 @@ def test_demo_runs_a_scripted_lead_that_uses_a_tool(cli: Cli, home: Path) -> Non
 
     tree = json.loads(cli("tree", row["session_id"], "--json").stdout)
     assert [(r["name"], r["parent"], r["mode"], r["status"], r["depth"]) for r in tree] == [
-        ("lead", None, "root", "completed", 0)
+        ("lead", None, "root", "completed", 0),
+        ("researcher", "lead", "one-shot", "completed", 1),
+        ("reviewer", "lead", "one-shot", "completed", 1),
+        ("reviewer/checker", "reviewer", "one-shot", "completed", 2),
     ]
-    assert tree[0]["usage"]["model_calls"] == 3
-    assert tree[0]["total_usage"] == tree[0]["usage"]
+    assert [r["usage"]["model_calls"] for r in tree] == [3, 2, 2, 1]
+    assert tree[0]["total_usage"]["model_calls"] == 8
+    assert tree[1]["label"] == "Measure the motto"
 
     events = json.loads(cli("log", "lead", "--json").stdout)
     kinds = [e["kind"] for e in events]
     assert [e["seq"] for e in events] == list(range(len(events)))
     assert kinds[:2] == ["agent/inbox/spliced", "turn/start"]
-    assert kinds.count("tool/call") == kinds.count("tool/result") == 2
+    assert kinds.count("tool/call") == kinds.count("tool/result") == 4
+    assert kinds.count("subagent/catalog") == 2
     assert kinds[-1] == "turn/end"
     assert events[-1]["payload"]["reason"] == "completed"
 
-    text = cli("log", row["session_id"]).stdout
-    assert "tool call  text_stats" in text
-    assert "turn 1 ended completed" in text
+    text = cli("log", "reviewer/checker").stdout
+    assert "assistant  No spelling mistakes." in text
+    by_path = cli("log", "/reviewer/checker", "--session", row["session_id"]).stdout
+    assert by_path == text
+    researcher = cli("log", "researcher").stdout
+    assert "tool call  text_stats" in researcher
+    assert "turn 1 ended completed" in researcher
 
 
 def test_run_prints_the_answer_and_json(cli: Cli, tmp_path: Path) -> None:

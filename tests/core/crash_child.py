@@ -24,7 +24,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 
-from subagents.core import LiveEvent, Runtime, SessionEventPosted
+from subagents.core import LiveEvent, AgentRuntime, SessionEventPosted
 from subagents.sessions import SqliteEventStore
 from subagents.testing import ScriptedModel
 from subagents.tools import ToolSpec, tool
@@ -103,7 +103,7 @@ async def main(args: argparse.Namespace) -> None:
     if args.kill_on_kind is not None:
         kind, _, occurrence = str(args.kill_on_kind).partition(":")
         kill_kind = (kind, int(occurrence or 1))
-    async with Runtime(
+    async with AgentRuntime(
         model=ScriptedModel.from_file(args.script),
         store=SqliteEventStore(args.store),
         tools=make_tools(block),

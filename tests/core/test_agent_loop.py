@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import pytest
 
-from subagents.core import Agent, AgentConfig, AgentFailed, AgentStatusChanged, LiveEvent, Runtime
+from subagents.core import Agent, AgentConfig, AgentFailed, AgentStatusChanged, LiveEvent, AgentRuntime
 from subagents.core._inbox import Inbox
 from subagents.errors import ErrorCode, UsageError
 from subagents.messages import (
@@ -94,8 +94,8 @@ def scripted(text: str, clock: FakeClock, *, source: str = "<yaml script>") -> R
     return model
 
 
-def runtime(model: ScriptedModel, clock: FakeClock, tools: Iterable[ToolSpec] = ()) -> Runtime:
-    return Runtime(model=model, store=InMemoryEventStore(), tools=tools, clock=clock)
+def runtime(model: ScriptedModel, clock: FakeClock, tools: Iterable[ToolSpec] = ()) -> AgentRuntime:
+    return AgentRuntime(model=model, store=InMemoryEventStore(), tools=tools, clock=clock)
 
 
 def kinds(agent: Agent) -> list[str]:

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import pytest
 
-from subagents.core import Agent, AgentDisposed, LiveEvent, Runtime
+from subagents.core import Agent, AgentDisposed, LiveEvent, AgentRuntime
 from subagents.core._inbox import Inbox
 from subagents.errors import ClosedError, ErrorCode
 from subagents.messages import (
@@ -123,8 +123,8 @@ class HeldModel:
         return None
 
 
-def runtime(model: Model, clock: FakeClock, tools: Iterable[ToolSpec] = ()) -> Runtime:
-    return Runtime(model=model, store=InMemoryEventStore(), tools=tools, clock=clock)
+def runtime(model: Model, clock: FakeClock, tools: Iterable[ToolSpec] = ()) -> AgentRuntime:
+    return AgentRuntime(model=model, store=InMemoryEventStore(), tools=tools, clock=clock)
 
 
 def kinds(agent: Agent) -> list[str]:

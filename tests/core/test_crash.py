@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from crash_child import PROMPT, SCRIPT, make_tools
 
-from subagents.core import Runtime, run_result
+from subagents.core import AgentRuntime, run_result
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
 from subagents.messages import AssistantMessage, Message, ToolResultMessage
@@ -204,11 +204,11 @@ async def read_log(path: Path, session: SessionId) -> list[EventRecord]:
         return await store.read(session, tenant="default")
 
 
-def runtime(files: Files) -> Runtime:
+def runtime(files: Files) -> AgentRuntime:
     """A runtime like the child's: the same script under the same name (it is in the request
     header) and the same tools, built inside the loop as a resuming program would."""
     model = ScriptedModel.from_yaml(SCRIPT, source=str(files.script))
-    return Runtime(model=model, store=files.store, tools=make_tools())
+    return AgentRuntime(model=model, store=files.store, tools=make_tools())
 
 
 def describe(record: EventRecord) -> str:

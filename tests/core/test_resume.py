@@ -1,8 +1,8 @@
-"""Conformance tests for crash repair and resume through the `Runtime` (spec/core.md 2.8,
+"""Conformance tests for crash repair and resume through the `AgentRuntime` (spec/core.md 2.8,
 section 8 behaviours 36 and 38; DESIGN.md 4.2 on the scripted model's position).
 
 Logs that a crash cut open are written by hand into an `InMemoryEventStore`, exactly as a
-killed process would have left them; `Runtime.resume_agent` must then close the open turn.
+killed process would have left them; `AgentRuntime.resume_agent` must then close the open turn.
 A "restart" is a new runtime over a new store holding a copy of the stored log.
 """
 
@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import pytest
 
-from subagents.core import Agent, Runtime
+from subagents.core import Agent, AgentRuntime
 from subagents.errors import ErrorCode, NotFoundError
 from subagents.ids import new_message_id, new_session_id
 from subagents.messages import (
@@ -141,9 +141,9 @@ def as_records(events: Sequence[SessionEvent], clock: FakeClock) -> list[EventRe
 
 def restarted(
     store: InMemoryEventStore, model: ScriptedModel, clock: FakeClock, tools: Iterable[ToolSpec]
-) -> Runtime:
+) -> AgentRuntime:
     """A fresh runtime over `store`, as after a process restart."""
-    return Runtime(model=model, store=store, tools=tools, clock=clock)
+    return AgentRuntime(model=model, store=store, tools=tools, clock=clock)
 
 
 def kinds(records: Iterable[EventRecord]) -> list[str]:
@@ -434,7 +434,7 @@ lead:
     header = new_header(clock)
     store = await open_store(header)
     live = scripted(script, clock)
-    async with Runtime(model=live, store=store, clock=clock) as rt:
+    async with AgentRuntime(model=live, store=store, clock=clock) as rt:
         # Resuming a session that has no events yet is an ordinary start.
         agent = await rt.resume_agent(header.id)
         await rt.run("a", agent=agent)  # index 0

@@ -7,7 +7,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from subagents.core import AgentConfig, Runtime
+from subagents.core import AgentConfig, AgentRuntime
 from subagents.messages import (
     AssistantMessage,
     MessageSource,
@@ -149,7 +149,7 @@ def test_live_caches_equal_a_fold_of_the_log(script: list[ScriptedResponse], pro
     async def scenario() -> None:
         clock = FakeClock()
         model = ScriptedModel({"lead": script}, clock=clock)
-        async with Runtime(
+        async with AgentRuntime(
             model=model, store=InMemoryEventStore(), tools=[echo], clock=clock
         ) as runtime:
             agent = await runtime.create_agent(config=AgentConfig())

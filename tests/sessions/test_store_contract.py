@@ -34,6 +34,8 @@ from subagents.sessions._events import (
     ModelErrorEvent,
     RequestHeader,
     SessionEndSeed,
+    SubagentCatalog,
+    SubagentDescriptor,
     SessionEvent,
     SessionHeader,
     StepEnd,
@@ -130,6 +132,15 @@ def one_of_each_kind() -> list[SessionEvent]:
         InboxSpliced(target="next-step", start=0, inserted=(user_message("Also check b.py"),)),
         TurnEnd(turn=1, reason="aborted", cause="user"),
         SessionEndSeed(),
+        SubagentCatalog(
+            child_id="9b1f6c0e-2a7d-4c8e-9f3a-5d6b7c8e9f01",
+            name="reviewer",
+            mode="one-shot",
+            provider="spawn",
+            label="Review the code",
+            created_at=1_800_000_000.5,
+        ),
+        SubagentDescriptor(mode="continuable", provider="fork", label="Review", agent_model="m"),
     ]
 
 

@@ -2,7 +2,7 @@
 
 The pipeline is driven through `execute_tool` with a small context object (the loop provides
 the real one); registry scoping is checked through `ToolRegistry` / `ToolScope` and, where the
-agent owns the scope, through a `Runtime` agent.
+agent owns the scope, through a `AgentRuntime` agent.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Literal
 
 import pytest
 
-from subagents.core import Runtime
+from subagents.core import AgentRuntime
 from subagents.errors import DuplicateError, ErrorCode, ToolError, UsageError
 from subagents.messages import JsonObject, JsonValue, ToolCallBlock
 from subagents.sessions import ToolResultEvent
@@ -547,7 +547,7 @@ lead:
 
 async def test_agent_scoped_tools_are_private_and_unwind_on_dispose(clock: FakeClock) -> None:
     model = ScriptedModel.from_yaml(AGENT_SCRIPT, clock=clock)
-    async with Runtime(
+    async with AgentRuntime(
         model=model, store=InMemoryEventStore(), tools=[spec("shared", "global")], clock=clock
     ) as rt:
         lead = await rt.create_agent()
@@ -584,7 +584,7 @@ lead:
 async def test_a_denial_is_recorded_in_the_log_with_its_code(clock: FakeClock) -> None:
     calls: list[JsonObject] = []
     model = ScriptedModel.from_yaml(GUARD_SCRIPT, clock=clock)
-    async with Runtime(
+    async with AgentRuntime(
         model=model, store=InMemoryEventStore(), tools=[spec("rm", calls=calls)], clock=clock
     ) as rt:
 

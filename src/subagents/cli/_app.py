@@ -9,12 +9,14 @@ from typing import Annotated, Any
 
 import typer
 
-from ..core import Agent, RunResult, Runtime, run_result
-from ..core._inspect import list_sessions, tree_rows
+from ..core import Agent, RunResult, run_result
+from ..core._inspect import list_sessions
 from ..errors import ErrorCode, NotFoundError
 from ..ids import SessionId
 from ..models._scripted import ScriptedModel
 from ..sessions import EventStore, SessionHeader
+from ..subagents import Runtime
+from ..subagents._tree import find_member, load_tree, tree_json
 from ..tools import ToolSpec
 from ._common import (
     EXIT_FAILED,
@@ -86,13 +88,13 @@ def _exit_for(result: RunResult) -> None:
     raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
 
 
-async def _run_until_quiet(agent: Agent, first_seq: int) -> RunResult:
+async def _run_until_quiet(runtime: Runtime, agent: Agent, first_seq: int) -> RunResult:
     """Wait for quiescence and fold the turns since `first_seq` into a result.
 
     When nothing ran (resuming a session with no pending work), the whole log's result
     reports where the session stands.
     """
-    await agent.when_idle()
+    await runtime.wait_quiescent()
     result = run_result(agent.id, agent.session.records[first_seq:])
     if result.stop_reason is None:
         result = run_result(agent.id, agent.session.records)
@@ -162,7 +164,7 @@ def resume(
                     await agent.followup(prompt)
                 else:
                     agent.wake()
-                return await _run_until_quiet(agent, first)
+                return await _run_until_quiet(runtime, agent, first)
 
     result = run_async(main)
     _print_result(result, as_json=as_json)
@@ -216,10 +218,11 @@ def demo(
         ) as runtime:
             with LiveTree(runtime, enabled=is_terminal()):
                 result = await runtime.run(
-                    "How many words are in the project motto, and which word is longest?"
+                    "How many words are in the project motto, which word is longest, and is "
+                    "its wording sound?"
                 )
             header = await runtime.store.get_header(result.session_id, tenant=tenant)
-            return result, await tree_rows(runtime.store, header)
+            return result, tree_json(await load_tree(runtime.store, header))
 
     result, rows = run_async(main)
     if as_json:
@@ -257,13 +260,12 @@ def sessions(
 
 
 async def _resolve_root(opened: EventStore, tenant: str, target: str) -> SessionHeader:
-    """A session id, or a name (`lead`) in the tenant's newest root session."""
+    """A root session id, or the tenant's newest root session for anything else."""
     if _UUID.match(target):
-        return await opened.get_header(SessionId(target), tenant=tenant)
-    if target != "lead":
-        raise NotFoundError(
-            f"no agent named {target!r}: give a session id or `lead`", code=ErrorCode.NOT_FOUND
-        )
+        header = await opened.get_header(SessionId(target), tenant=tenant)
+        if header.parent is not None:
+            raise NotFoundError(f"session {target} is not a root session")
+        return header
     roots = await opened.list_headers(tenant=tenant, roots_only=True)
     if not roots:
         raise NotFoundError(f"tenant {tenant!r} has no sessions yet")
@@ -283,10 +285,10 @@ def tree(
 
     async def main() -> list[dict[str, Any]]:
         async with open_store(store) as opened:
+            if not _UUID.match(session) and session != "lead":
+                raise NotFoundError(f"{session!r} is not a session id or `lead`")
             header = await _resolve_root(opened, tenant, session)
-            if header.parent is not None:
-                raise NotFoundError(f"session {session} is not a root session")
-            return await tree_rows(opened, header)
+            return tree_json(await load_tree(opened, header))
 
     rows = run_async(main)
     typer.echo(dumps(rows) if as_json else render_tree(rows))
@@ -294,7 +296,9 @@ def tree(
 
 @app.command()
 def log(
-    target: Annotated[str, typer.Argument(help="Session id, or an agent name such as `lead`.")],
+    target: Annotated[
+        str, typer.Argument(help="Session id, or an agent's full name such as `reviewer/checker`.")
+    ],
     root: Annotated[
         str | None, typer.Option("--session", help="Root session in which NAME is looked up.")
     ] = None,
@@ -308,12 +312,13 @@ def log(
 
     async def main() -> str:
         async with open_store(store) as opened:
-            if root is not None and not _UUID.match(target):
-                header = await _resolve_root(opened, tenant, root)
-                if target != "lead":
-                    raise NotFoundError(f"no agent named {target!r} in session {root}")
+            if _UUID.match(target):
+                header = await opened.get_header(SessionId(target), tenant=tenant)
             else:
-                header = await _resolve_root(opened, tenant, target)
+                if root is not None and not _UUID.match(root):
+                    raise NotFoundError(f"--session {root!r} is not a session id")
+                base = await _resolve_root(opened, tenant, root or "newest")
+                header = await find_member(opened, base, target)
             records = await opened.read(header.id, tenant=tenant)
         return dumps([event_json(r) for r in records]) if as_json else render_log(records)
 

@@ -14,8 +14,7 @@ from ..core import (
     AgentDisposed,
     AgentFailed,
     AgentStatusChanged,
-    LiveEvent,
-    Runtime,
+    AgentRuntime,
     SessionEventPosted,
 )
 from ..sessions import AssistantMessageEvent, ToolCallEvent, TurnEnd
@@ -26,7 +25,7 @@ __all__ = ["LiveTree"]
 class LiveTree:
     """Subscribes to a runtime's live events and redraws the tree of agents."""
 
-    def __init__(self, runtime: Runtime, *, enabled: bool) -> None:
+    def __init__(self, runtime: AgentRuntime, *, enabled: bool) -> None:
         self._runtime = runtime
         self._enabled = enabled
         self._agents: dict[str, tuple[str, str | None]] = {}
@@ -54,7 +53,7 @@ class LiveTree:
             self._live.update(self._render())
             self._live.__exit__(exc_type, exc, tb)
 
-    def _on_event(self, event: LiveEvent) -> None:
+    def _on_event(self, event: object) -> None:
         match event:
             case AgentCreated(agent_id=agent_id, name=name, parent_id=parent):
                 self._agents[agent_id] = (name, parent)

@@ -11,8 +11,9 @@ from ._bus import (
     SessionEventPosted as SessionEventPosted,
 )
 from ._runtime import (
+    AgentRuntime as AgentRuntime,
     RunResult as RunResult,
-    Runtime as Runtime,
+    WorkTracker as WorkTracker,
     default_store_path as default_store_path,
     run_result as run_result,
 )
@@ -23,13 +24,14 @@ __all__ = [
     "AgentCreated",
     "AgentDisposed",
     "AgentFailed",
+    "AgentRuntime",
     "AgentStatusChanged",
     "CancelCause",
     "EventBus",
     "LiveEvent",
     "RunResult",
-    "Runtime",
     "SessionEventPosted",
+    "WorkTracker",
     "default_store_path",
     "run_result",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -79,17 +79,23 @@ class Agent:
         self._abort_cause: str | None = None
         self._wake = False
         self._disposed = False
+        self._disposers: list[Callable[[], Awaitable[None]]] = []
         self._restore(session.records)
 
     def _restore(self, records: Sequence[EventRecord]) -> None:
-        """Rebuild the caches a loop needs from the stored log (cold load or fork seed)."""
-        self.inbox.replay(records)
+        """Rebuild the caches a loop needs from the stored log (cold load or fork seed).
+
+        A fork's seed (the first `seed_length` records) shows in the transcript, but its
+        inbox work, model calls and request headers belong to the parent, not to this agent.
+        """
+        own = records[self.session.header.seed_length :]
+        self.inbox.replay(own)
         self.turn_number = 0
         self.call_index = 0
         self.transcript: list[Message] = list(fold(TranscriptProjection(), records))
         self.last_header: tuple[str, str, str, tuple[str, ...]] | None = None
         self.header_reason: Literal["initial", "resume"] = "initial"
-        for record in records:
+        for record in own:
             match record.event:
                 case TurnStart(turn=turn):
                     self.turn_number = turn
@@ -226,6 +232,14 @@ class Agent:
             self._abort_cause = cause
             task.cancel()
 
+    def add_disposer(self, disposer: Callable[[], Awaitable[None]]) -> None:
+        """Run `disposer` when this agent is disposed, after its turn stopped, newest first.
+
+        Owners of work tied to this agent (background tasks, children) release it here, so
+        disposal reaches quiescence of everything the agent started.
+        """
+        self._disposers.append(disposer)
+
     async def dispose(self, *, keep_inbox: bool = False) -> None:
         """Abort, wait for quiescence and release the agent; safe to call twice.
 
@@ -239,6 +253,12 @@ class Agent:
         driver = self._driver
         if driver is not None and not driver.done():
             await asyncio.wait([driver])
+        while self._disposers:
+            disposer = self._disposers.pop()
+            try:
+                await disposer()
+            except Exception:
+                log.exception("a disposer of agent %s failed", self.name)
         await self._tasks.aclose()
         self.tools.close()
         self._idle.set()

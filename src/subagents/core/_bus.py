@@ -64,7 +64,8 @@ class SessionEventPosted:
 LiveEvent: TypeAlias = (
     AgentCreated | AgentDisposed | AgentStatusChanged | AgentFailed | SessionEventPosted
 )
-Listener: TypeAlias = Callable[[LiveEvent], None]
+Listener: TypeAlias = Callable[[object], None]
+"""Listeners receive every live event: the core's `LiveEvent`s and those of higher layers."""
 
 
 class EventBus:
@@ -80,7 +81,7 @@ class EventBus:
     def active(self) -> bool:
         return bool(self._listeners)
 
-    def emit(self, event: LiveEvent) -> None:
+    def emit(self, event: object) -> None:
         for listener in tuple(self._listeners):
             try:
                 listener(event)

@@ -17,7 +17,16 @@ from ..sessions._projections import (
     fold,
 )
 
-__all__ = ["SessionRow", "TreeRow", "TreeStatus", "list_sessions", "tree_rows", "tree_status"]
+__all__ = [
+    "SessionRow",
+    "TreeRow",
+    "TreeStatus",
+    "list_sessions",
+    "root_row",
+    "total_usage",
+    "tree_status",
+    "usage_json",
+]
 
 TreeStatus = Literal["running", "idle", "ready", "completed", "failed", "aborted"]
 
@@ -68,7 +77,7 @@ async def list_sessions(store: EventStore, *, tenant: str) -> list[SessionRow]:
     return rows
 
 
-def _usage_json(view: UsageView) -> dict[str, int]:
+def usage_json(view: UsageView) -> dict[str, int]:
     return {
         "input_tokens": view.usage.input_tokens,
         "output_tokens": view.usage.output_tokens,
@@ -95,7 +104,7 @@ class TreeRow:
             "status": self.status,
             "label": self.label,
             "depth": self.header.depth,
-            "usage": _usage_json(self.usage),
+            "usage": usage_json(self.usage),
         }
 
 
@@ -118,12 +127,3 @@ def root_row(header: SessionHeader, records: Sequence[EventRecord]) -> TreeRow:
         label="lead",
         usage=fold(UsageProjection(), records),
     )
-
-
-async def tree_rows(store: EventStore, root: SessionHeader) -> list[dict[str, object]]:
-    """The tree of a root session in pre-order, as JSON rows; the root carries the total."""
-    records = await store.read(root.id, tenant=root.tenant)
-    rows = [root_row(root, records)]
-    out = [row.to_json() for row in rows]
-    out[0]["total_usage"] = _usage_json(total_usage(rows))
-    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,8 @@ from ..sessions import (
     AssistantMessageEvent,
     EventRecord,
     EventStore,
+    SessionEndSeed,
+    SessionEvent,
     SessionHeader,
     StopReason,
     TurnEnd,
@@ -29,9 +31,9 @@ from ..sessions._repair import interrupted_turn_closers
 from ..sessions._session import Session
 from ..tools import ToolRegistry, ToolSpec
 from ._agent import Agent, AgentConfig
-from ._bus import AgentCreated, EventBus, LiveEvent
+from ._bus import AgentCreated, EventBus
 
-__all__ = ["RunResult", "Runtime"]
+__all__ = ["AgentRuntime", "RunResult", "WorkTracker"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,11 +52,36 @@ class RunResult:
         return self.stop_reason == "completed"
 
 
-class Runtime:
-    """Runs agents on one store and one model.
+class WorkTracker:
+    """Counts background work in flight (tasks, pending deliveries) so the runtime can tell
+    when a whole tree is quiescent."""
+
+    def __init__(self) -> None:
+        self._active = 0
+        self._changed = asyncio.Event()
+
+    @property
+    def active(self) -> int:
+        return self._active
+
+    def begin(self) -> None:
+        self._active += 1
+        self._changed.set()
+
+    def end(self) -> None:
+        self._active -= 1
+        self._changed.set()
+
+    async def wait_change(self) -> None:
+        self._changed.clear()
+        await self._changed.wait()
+
+
+class AgentRuntime:
+    """Runs agents on one store and one model (the core, without delegation tools).
 
     ```python
-    async with Runtime(model=ScriptedModel.from_file("demo.yaml"), store="state.db") as rt:
+    async with AgentRuntime(model=ScriptedModel.from_file("demo.yaml"), store="state.db") as rt:
         result = await rt.run("Review app.py")
     ```
 
@@ -87,6 +114,7 @@ class Runtime:
         self._store_arg = store
         self._store: EventStore | None = None
         self._agents: dict[SessionId, Agent] = {}
+        self.work = WorkTracker()
         self._stack = AsyncExitStack()
         self._state: Literal["unopened", "opened", "closed"] = "unopened"
 
@@ -122,9 +150,9 @@ class Runtime:
             return
         self._state = "closed"
         try:
-            for agent in list(self._agents.values()):
+            # Newest first: children were created after their parents, so they go first.
+            for agent in reversed(list(self._agents.values())):
                 await agent.dispose(keep_inbox=True)
-            self._agents.clear()
         finally:
             await self._stack.aclose()
 
@@ -134,11 +162,16 @@ class Runtime:
             raise ClosedError(f"the runtime is {self._state}; use it inside `async with`")
         return self._store
 
-    def subscribe(self, listener: Callable[[LiveEvent], None]) -> Callable[[], None]:
+    def subscribe(self, listener: Callable[[object], None]) -> Callable[[], None]:
         """Watch live events (status changes, committed events); returns an unsubscribe."""
         return self.bus.subscribe(listener)
 
     # -- agents -------------------------------------------------------------------------------
+
+    def get_agent(self, agent_id: str) -> Agent | None:
+        """The exact live agent with this id, or None."""
+        agent = self._agents.get(SessionId(agent_id))
+        return agent if agent is not None and not agent.disposed else None
 
     @property
     def agents(self) -> dict[SessionId, Agent]:
@@ -172,6 +205,45 @@ class Runtime:
             await session.append(event, time=records[-1].time)
         return self._publish(session, config or AgentConfig())
 
+    async def create_child(
+        self,
+        parent: Agent,
+        *,
+        config: AgentConfig,
+        cwd: str | None = None,
+        seed: Sequence[SessionEvent] = (),
+        first_events: Sequence[SessionEvent] = (),
+    ) -> Agent:
+        """Create a child session below `parent` and publish its agent.
+
+        The child's header records its parent, root, depth (parent's persisted depth + 1) and
+        cwd (the parent's unless given). A fork passes the parent's completed turns as
+        `seed`: they open the child's log, followed by `session/end-seed`. `first_events`
+        (the child's descriptor) follow; all are written in one store append.
+        """
+        parent_header = parent.session.header
+        events: list[SessionEvent] = list(seed)
+        if seed:
+            events.append(SessionEndSeed())
+        header = SessionHeader(
+            id=new_session_id(),
+            tenant=parent_header.tenant,
+            created_at=self.clock.now(),
+            cwd=cwd or parent_header.cwd,
+            parent=parent_header.id,
+            root=parent_header.root_id,
+            origin="subagent",
+            depth=parent_header.depth + 1,
+            model_spec=parent_header.model_spec,
+            seed_length=len(events),
+        )
+        await self.store.create(header)
+        session = Session(header, self.store, self.clock)
+        events.extend(first_events)
+        if events:
+            await session.append_many(events)
+        return self._publish(session, config)
+
     def _publish(self, session: Session, config: AgentConfig) -> Agent:
         agent = Agent(
             session=session,
@@ -181,11 +253,34 @@ class Runtime:
             config=config,
         )
         self._agents[agent.id] = agent
+        agent_id = agent.id
+
+        async def forget() -> None:
+            if self._agents.get(agent_id) is agent:
+                del self._agents[agent_id]
+
+        agent.add_disposer(forget)  # first added, so it runs last
+        self.setup_agent(agent)
         self.bus.emit(AgentCreated(agent.id, agent.name, session.header.parent))
         return agent
 
+    def setup_agent(self, agent: Agent) -> None:
+        """Install per-agent registrations before the agent is published (extension hook)."""
+
+    async def wait_quiescent(self) -> None:
+        """Wait until no agent is running and no background work is in flight."""
+        while True:
+            running = [a for a in self._agents.values() if a.status == "running"]
+            if running:
+                await running[0].when_idle()
+                continue
+            if self.work.active:
+                await self.work.wait_change()
+                continue
+            return
+
     async def run(self, prompt: str, *, agent: Agent | None = None) -> RunResult:
-        """Send `prompt` to `agent` (a new lead by default) and wait until it is idle."""
+        """Send `prompt` to `agent` (a new lead by default); return once the tree is quiescent."""
         if not prompt.strip():
             raise ConfigError(
                 "a prompt is required, for example: subagents run 'review app.py'",
@@ -194,7 +289,7 @@ class Runtime:
         agent = agent or await self.create_agent()
         first = agent.session.next_seq
         await agent.followup(prompt)
-        await agent.when_idle()
+        await self.wait_quiescent()
         return run_result(agent.id, agent.session.records[first:])
 
 

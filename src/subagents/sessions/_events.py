@@ -27,6 +27,8 @@ __all__ = [
     "StepEnd",
     "StepStart",
     "StopReason",
+    "SubagentCatalog",
+    "SubagentDescriptor",
     "ToolCallEvent",
     "ToolResultEvent",
     "TurnEnd",
@@ -48,7 +50,7 @@ StopReason: TypeAlias = Literal[
 InboxTarget: TypeAlias = Literal["next-turn", "next-step"]
 
 HEADER_VERSION = 1
-"""v1: id, parent, root, origin, depth, cwd, tenant, created_at, model_spec, name."""
+"""v1: id, tenant, created_at, cwd, parent, root, origin, depth, model_spec, seed_length."""
 
 
 class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,6 +66,8 @@ class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
     origin: Literal["user", "subagent"] = "user"
     depth: int = 0
     model_spec: str | None = None
+    seed_length: int = 0
+    """How many leading events were inherited from the parent (a fork's seed)."""
     v: int = HEADER_VERSION
 
     @property
@@ -157,6 +161,28 @@ class SessionEndSeed(_Event, frozen=True, tag="session/end-seed"):
     pass
 
 
+class SubagentCatalog(_Event, frozen=True, kw_only=True, tag="subagent/catalog"):
+    """The creator's record of a child (in the creator's log); v3 carries the child's name."""
+
+    v: int = 3
+    child_id: str
+    name: str | None = None
+    mode: Literal["one-shot", "continuable"] = "one-shot"
+    provider: str = ""
+    label: str = ""
+    created_at: float = 0.0
+
+
+class SubagentDescriptor(_Event, frozen=True, kw_only=True, tag="subagent/descriptor"):
+    """A child's identity in its own log: how it was created and how to resume it."""
+
+    v: int = 2
+    mode: Literal["one-shot", "continuable"] = "one-shot"
+    provider: str = ""
+    label: str = ""
+    agent_model: str | None = None
+
+
 SessionEvent: TypeAlias = (
     TurnStart
     | TurnEnd
@@ -170,6 +196,8 @@ SessionEvent: TypeAlias = (
     | InboxSpliced
     | RequestHeader
     | SessionEndSeed
+    | SubagentCatalog
+    | SubagentDescriptor
 )
 
 EVENT_KINDS: dict[str, type[SessionEvent]] = {
@@ -187,10 +215,15 @@ EVENT_KINDS: dict[str, type[SessionEvent]] = {
         InboxSpliced,
         RequestHeader,
         SessionEndSeed,
+        SubagentCatalog,
+        SubagentDescriptor,
     )
 }
 
 SUPPORTED_VERSIONS: dict[str, frozenset[int]] = {kind: frozenset({1}) for kind in EVENT_KINDS}
+# Catalog payloads before v3 carry no names; they are read, never given invented names.
+SUPPORTED_VERSIONS["subagent/catalog"] = frozenset({1, 2, 3})
+SUPPORTED_VERSIONS["subagent/descriptor"] = frozenset({2})
 
 
 class EventRecord(msgspec.Struct, frozen=True):

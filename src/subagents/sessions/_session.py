@@ -55,6 +55,34 @@ class Session:
         self._observers.append(observer)
         return lambda: self._observers.remove(observer) if observer in self._observers else None
 
+    async def append_many(self, events: Sequence[SessionEvent]) -> list[EventRecord]:
+        """Append several events in one store write (one commit); durable on return."""
+        if self._broken is not None:
+            raise StoreError(
+                f'session "{self.id}" can no longer be written: {self._broken.message}',
+                code=self._broken.code,
+            )
+        now = self.clock.now()
+        records = [EventRecord(self.next_seq + i, now, e) for i, e in enumerate(events)]
+        try:
+            pending = self.store.append(self.id, records)
+        except StoreError as exc:
+            self._broken = exc
+            raise
+        self.records.extend(records)
+        try:
+            await _finish(pending)
+        except StoreError as exc:
+            self._broken = exc
+            raise
+        for record in records:
+            for observer in tuple(self._observers):
+                try:
+                    observer(self, record)
+                except Exception:
+                    log.exception("session observer failed on %s", record.kind)
+        return records
+
     async def append(self, event: SessionEvent, *, time: float | None = None) -> EventRecord:
         """Append `event` stamped with the clock (or `time`, for repair records)."""
         if self._broken is not None:

@@ -1,0 +1,71 @@
+"""The creator's catalog of children, folded from its log, and name resolution over it.
+
+Names live only in creators' catalogs: a member's full name is rebuilt by walking its creation
+chain and reading each creator's catalog entry for the next segment. A member below a creator
+that recorded no name (a historical catalog payload before v3, or no entry at all) is named by
+its session id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ..ids import SessionId
+from ..sessions import EventRecord, EventStore, SubagentCatalog
+from ._naming import ROOT_NAME, full_name, is_name
+
+__all__ = ["catalog_entries", "child_names", "member_name", "resolve_name"]
+
+
+def catalog_entries(records: Iterable[EventRecord]) -> list[SubagentCatalog]:
+    """The catalog entries of a creator's log, in creation order."""
+    return [r.event for r in records if isinstance(r.event, SubagentCatalog)]
+
+
+def child_names(records: Iterable[EventRecord]) -> dict[str, str]:
+    """Child session id -> the name its creator recorded (children without one are absent)."""
+    return {e.child_id: e.name for e in catalog_entries(records) if e.name is not None}
+
+
+async def resolve_name(
+    store: EventStore, *, tenant: str, start: SessionId, path: str
+) -> SessionId | None:
+    """Resolve a name path (`reviewer/checker`) below `start`, reading only the catalogs
+    along the path. Grants nothing: callers authorize the returned id themselves."""
+    segments = _segments(path)
+    if not segments:
+        return None
+    current = start
+    for segment in segments:
+        records = await store.read(current, tenant=tenant)
+        found = next(
+            (
+                SessionId(e.child_id)
+                for e in reversed(catalog_entries(records))
+                if e.name == segment
+            ),
+            None,
+        )
+        if found is None:
+            return None
+        current = found
+    return current
+
+
+def _segments(path: str) -> Sequence[str]:
+    parts = path.strip("/").split("/")
+    if not path.strip("/") or not all(is_name(p) for p in parts):
+        return ()
+    return parts
+
+
+def member_name(parent_full: str, child_id: str, names: dict[str, str]) -> str:
+    """The full name of a child: its catalog name under its parent, else its session id."""
+    name = names.get(child_id)
+    if name is None or (parent_full != ROOT_NAME and not _named_path(parent_full)):
+        return child_id
+    return full_name(parent_full, name)
+
+
+def _named_path(path: str) -> bool:
+    return all(is_name(p) for p in path.split("/"))

@@ -1,0 +1,215 @@
+"""The `subagent` tool (and `subagent_fork`): delegate to a named child, in the foreground or
+as a background task."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..core import Agent
+from ..errors import ErrorCode, SubagentError, ToolError
+from ..messages import JsonObject
+from ..tools import ToolContext, ToolResult, ToolSpec
+from ._results import failure_headline
+from ._service import Admission, SubagentService
+from ._wording import prompt_description, tool_description
+
+if TYPE_CHECKING:
+    from ._tasks import TaskOutcome, TaskRegistry
+
+__all__ = ["SubagentToolConfig", "mount_subagent_tool", "subagent_tool"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentToolConfig:
+    """One instance of the delegation tool, bound to one provider."""
+
+    provider: str = "spawn"
+    tool_name: str = "subagent"
+    background: bool = True
+    max_depth: int | None = 3
+
+
+def calling_agent(service: SubagentService, ctx: ToolContext, tool_name: str) -> Agent:
+    agent = service.runtime.get_agent(ctx.agent_id)
+    if agent is None:
+        raise SubagentError(
+            f"{tool_name} requires a calling agent (no live agent {ctx.agent_id})",
+            code=ErrorCode.NO_CALLER,
+        )
+    return agent
+
+
+def _parameters(*, inherits: bool, background: bool) -> JsonObject:
+    properties: dict[str, Any] = {
+        "description": {
+            "type": "string",
+            "minLength": 1,
+            "description": "A short (3-5 word) description of the delegated task, for display.",
+        },
+        "prompt": {
+            "type": "string",
+            "minLength": 1,
+            "description": prompt_description(inherits=inherits),
+        },
+        "name": {
+            "type": "string",
+            "description": (
+                "A name for the child, unique among your children: 1-32 lower-case letters, "
+                "digits or '-', starting with a letter (not `lead`). Omit it to get agent-N."
+            ),
+        },
+        "cwd": {
+            "type": "string",
+            "description": (
+                "The child's working directory; relative paths start from yours. Omit it to "
+                "share yours."
+            ),
+        },
+    }
+    if background:
+        properties["run_in_background"] = {
+            "type": "boolean",
+            "description": (
+                "Run the child as a background task and return its task id at once. "
+                "Defaults to false."
+            ),
+        }
+    return {"type": "object", "properties": properties, "required": ["description", "prompt"]}
+
+
+def subagent_tool(
+    service: SubagentService,
+    config: SubagentToolConfig,
+    *,
+    inherits: bool,
+    tasks: TaskRegistry | None,
+) -> ToolSpec:
+    """Build the tool for one provider instance."""
+    name = config.tool_name
+
+    async def handler(args: JsonObject, ctx: ToolContext) -> ToolResult | str:
+        parent = calling_agent(service, ctx, name)
+        background = args.get("run_in_background") is True
+        if background and not config.background:
+            # The schema omits the parameter, but undeclared keys pass validation: refuse loudly.
+            raise SubagentError(
+                f"run_in_background is disabled for this tool instance ({name}); call it "
+                "without run_in_background to wait for the answer",
+                code=ErrorCode.BACKGROUND_DISABLED,
+            )
+        admission = service.admit(
+            config.provider,
+            parent=parent,
+            prompt=str(args["prompt"]),
+            label=str(args["description"]),
+            name=args.get("name"),
+            cwd=args.get("cwd"),
+            max_depth=config.max_depth,
+        )
+        if background:
+            if tasks is None:
+                service.cancel(admission)
+                raise SubagentError(
+                    "background tasks are unavailable in this runtime", code=ErrorCode.USAGE
+                )
+            return _start_background(service, tasks, admission)
+        return await _run_foreground(service, admission)
+
+    return ToolSpec(
+        name=name,
+        description=tool_description(inherits=inherits, background=config.background),
+        parameters=_parameters(inherits=inherits, background=config.background),
+        handler=handler,
+        parallel_safe=True,
+    )
+
+
+async def _run_foreground(service: SubagentService, admission: Admission) -> str:
+    run = await service.launch(admission)
+    try:
+        result = await run.wait()
+    finally:
+        await run.dispose()
+    if result.stop_reason == "completed":
+        return result.output
+    text = failure_headline(result.stop_reason)
+    if result.diagnostic:
+        text += f"\nDiagnostic: {result.diagnostic}"
+    if result.output:
+        text += f"\nPartial output before the run ended:\n{result.output}"
+    raise ToolError(text, code=ErrorCode.TOOL_FAILED, child=run.name)
+
+
+def _start_background(service: SubagentService, tasks: TaskRegistry, admission: Admission) -> str:
+    from ._tasks import TaskOutcome
+
+    async def produce() -> TaskOutcome:
+        run = await service.launch(admission)
+        try:
+            result = await run.wait()
+        finally:
+            await run.dispose()
+        if result.stop_reason == "completed":
+            return TaskOutcome(status="completed", output=result.output)
+        if result.stop_reason == "aborted":
+            return TaskOutcome(status="killed", detail="aborted")
+        return TaskOutcome(status="failed", detail=result.stop_reason, output=result.output)
+
+    try:
+        task_id = tasks.start(
+            kind="subagent", label=admission.label, owner=admission.parent, run=produce
+        )
+    except BaseException:
+        service.cancel(admission)
+        raise
+    return (
+        f"started background subagent task {task_id} ({admission.full_name}); you will be "
+        "notified when it finishes"
+    )
+
+
+def mount_subagent_tool(
+    service: SubagentService,
+    config: SubagentToolConfig,
+    *,
+    tasks: TaskRegistry | None,
+) -> Callable[[], None]:
+    """Keep the tool registered exactly while its provider is: the tool mirrors the provider's
+    lifecycle and takes its wording from the provider's context contract."""
+    from ._service import ProviderAdded, ProviderRemoved
+
+    registry = service.runtime.tools
+    mounted = False
+
+    def mount() -> None:
+        nonlocal mounted
+        provider = service.get_provider(config.provider)
+        if provider is None or mounted:
+            return
+        registry.register(
+            subagent_tool(service, config, inherits=provider.inherits_parent_context, tasks=tasks)
+        )
+        mounted = True
+
+    def unmount() -> None:
+        nonlocal mounted
+        if mounted:
+            registry.unregister(config.tool_name)
+            mounted = False
+
+    def on_event(event: object) -> None:
+        if isinstance(event, ProviderAdded) and event.name == config.provider:
+            mount()
+        elif isinstance(event, ProviderRemoved) and event.name == config.provider:
+            unmount()
+
+    unsubscribe = service.runtime.subscribe(on_event)
+    mount()
+
+    def dispose() -> None:
+        unsubscribe()
+        unmount()
+
+    return dispose

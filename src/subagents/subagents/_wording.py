@@ -1,0 +1,68 @@
+"""Model-facing wording of the delegation tools, by the provider's context contract."""
+
+from __future__ import annotations
+
+__all__ = ["delegation_statement", "tool_description", "prompt_description"]
+
+_FRESH = (
+    "Delegate a self-contained task to a subagent: a separate agent that works in its own "
+    "context. Use it to offload focused, independent work (research, a scoped change, an "
+    "analysis) without spending this conversation's context on it. You receive the subagent's "
+    "final answer, not its intermediate steps. Give it a complete, standalone prompt: it does "
+    "not see this conversation. Several subagent calls in one message run at the same time."
+)
+_INHERITS = (
+    "Delegate a task to a subagent that inherits this conversation: a child agent seeded with "
+    "all completed turns so far (not the turn in progress). Use it when the subtask builds on "
+    "this conversation (a follow-up analysis, a review, a continuation) without spending this "
+    "conversation's context on the work itself. You receive its final answer, not its "
+    "intermediate steps."
+)
+_BACKGROUND = (
+    " By default the call waits for the answer. Set `run_in_background: true` for independent "
+    "work: you get a task id at once and keep working; you are notified when it finishes, "
+    "collect the answer with `task_output` and stop it with `task_kill`."
+)
+_NAMES = (
+    " Give the child a short `name` (lower-case letters, digits, '-') to refer to it later; "
+    "without one it is called agent-N."
+)
+
+
+def tool_description(*, inherits: bool, background: bool) -> str:
+    return (_INHERITS if inherits else _FRESH) + _NAMES + (_BACKGROUND if background else "")
+
+
+def prompt_description(*, inherits: bool) -> str:
+    if inherits:
+        return (
+            "The task for the subagent. It already sees this conversation's completed turns, so "
+            "build on them and state only what is new."
+        )
+    return (
+        "The complete, self-contained task for the subagent. It does not share this "
+        "conversation's context, so include everything it needs."
+    )
+
+
+def delegation_statement(*, full_name: str, depth: int, max_depth: int | None) -> str:
+    """The runtime context every in-process child receives."""
+    if max_depth is None:
+        budget = "The delegation depth is managed by the provider."
+    elif depth >= max_depth:
+        budget = (
+            f"Delegation depth: current {depth}, maximum {max_depth}; do not delegate further, "
+            "carry out the work directly."
+        )
+    else:
+        budget = (
+            f"Delegation depth: current {depth}, maximum {max_depth}, "
+            f"{max_depth - depth} level(s) left."
+        )
+    return (
+        f'You are the delegated subagent "{full_name}". Your task is in the next message; your '
+        "final answer is returned to the agent that started you, which does not see your "
+        "intermediate steps, so make the answer self-contained. Your permission scope was fixed "
+        "when you were started; when the task needs more, state the limitation in your answer "
+        f"instead of retrying. {budget}"
+    )
