@@ -24,7 +24,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 
-from subagents.core import LiveEvent, AgentRuntime, SessionEventPosted
+from subagents.core import AgentRuntime, SessionEventPosted
 from subagents.sessions import SqliteEventStore
 from subagents.testing import ScriptedModel
 from subagents.tools import ToolSpec, tool
@@ -82,10 +82,10 @@ def make_tools(block: asyncio.Event | None = None) -> list[ToolSpec]:
 
 def kill_listener(
     kill_seq: int | None, kill_kind: tuple[str, int] | None
-) -> Callable[[LiveEvent], None]:
+) -> Callable[[object], None]:
     seen: Counter[str] = Counter()
 
-    def listener(event: LiveEvent) -> None:
+    def listener(event: object) -> None:
         if not isinstance(event, SessionEventPosted):
             return
         record = event.record

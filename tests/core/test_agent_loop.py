@@ -18,7 +18,13 @@ from typing import TypeVar
 
 import pytest
 
-from subagents.core import Agent, AgentConfig, AgentFailed, AgentStatusChanged, LiveEvent, AgentRuntime
+from subagents.core import (
+    Agent,
+    AgentConfig,
+    AgentFailed,
+    AgentRuntime,
+    AgentStatusChanged,
+)
 from subagents.core._inbox import Inbox
 from subagents.errors import ErrorCode, UsageError
 from subagents.messages import (
@@ -169,7 +175,7 @@ async def test_text_reply_event_order_and_status(clock: FakeClock) -> None:
     async with runtime(model, clock) as rt:
         statuses: list[str] = []
 
-        def watch(event: LiveEvent) -> None:
+        def watch(event: object) -> None:
             if isinstance(event, AgentStatusChanged):
                 statuses.append(event.status)
 
@@ -706,7 +712,7 @@ async def test_model_error_ends_the_turn_error_and_the_agent_stays_usable(
     async with runtime(model, clock) as rt:
         failures: list[AgentFailed] = []
 
-        def watch(event: LiveEvent) -> None:
+        def watch(event: object) -> None:
             if isinstance(event, AgentFailed):
                 failures.append(event)
 

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import pytest
 
-from subagents.core import Agent, AgentDisposed, LiveEvent, AgentRuntime
+from subagents.core import Agent, AgentDisposed, AgentRuntime
 from subagents.core._inbox import Inbox
 from subagents.errors import ClosedError, ErrorCode
 from subagents.messages import (
@@ -594,7 +594,7 @@ async def test_dispose_aborts_the_turn_and_leaves_no_tasks(clock: FakeClock) -> 
     async with runtime(model, clock) as rt:
         disposed: list[str] = []
 
-        def watch(event: LiveEvent) -> None:
+        def watch(event: object) -> None:
             if isinstance(event, AgentDisposed):
                 disposed.append(event.agent_id)
 

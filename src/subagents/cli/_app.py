@@ -11,7 +11,7 @@ import typer
 
 from ..core import Agent, RunResult, run_result
 from ..core._inspect import list_sessions
-from ..errors import ErrorCode, NotFoundError
+from ..errors import NotFoundError
 from ..ids import SessionId
 from ..models._scripted import ScriptedModel
 from ..sessions import EventStore, SessionHeader

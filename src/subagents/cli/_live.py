@@ -13,8 +13,8 @@ from ..core import (
     AgentCreated,
     AgentDisposed,
     AgentFailed,
-    AgentStatusChanged,
     AgentRuntime,
+    AgentStatusChanged,
     SessionEventPosted,
 )
 from ..sessions import AssistantMessageEvent, ToolCallEvent, TurnEnd

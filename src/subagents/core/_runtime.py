@@ -53,8 +53,10 @@ class RunResult:
 
 
 class WorkTracker:
-    """Counts background work in flight (tasks, pending deliveries) so the runtime can tell
-    when a whole tree is quiescent."""
+    """Counts background work in flight (tasks, pending deliveries).
+
+    The runtime uses it to tell when a whole tree is quiescent.
+    """
 
     def __init__(self) -> None:
         self._active = 0

@@ -30,8 +30,11 @@ def child_names(records: Iterable[EventRecord]) -> dict[str, str]:
 async def resolve_name(
     store: EventStore, *, tenant: str, start: SessionId, path: str
 ) -> SessionId | None:
-    """Resolve a name path (`reviewer/checker`) below `start`, reading only the catalogs
-    along the path. Grants nothing: callers authorize the returned id themselves."""
+    """Resolve a name path (`reviewer/checker`) below `start`.
+
+    Reads only the catalogs along the path. Grants nothing: callers authorize the returned id
+    themselves.
+    """
     segments = _segments(path)
     if not segments:
         return None

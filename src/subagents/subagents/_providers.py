@@ -63,8 +63,11 @@ class StartRequest:
 
 
 class SubagentRun(Protocol):
-    """A started one-shot child. `wait` returns its result (for every child-level ending);
-    `dispose` cancels what remains and waits until the child is released; both idempotent."""
+    """A started one-shot child.
+
+    `wait` returns its result (for every child-level ending); `dispose` cancels what remains
+    and waits until the child is released; both are idempotent.
+    """
 
     @property
     def id(self) -> SessionId: ...
@@ -91,8 +94,10 @@ class SubagentProvider(Protocol):
 
 
 def completed_turns(records: Sequence[EventRecord]) -> list[SessionEvent]:
-    """The parent's completed-turn prefix: everything up to its last `turn/end`, so a fork
-    never inherits the in-flight turn or a dangling tool call."""
+    """The parent's completed-turn prefix: everything up to its last `turn/end`.
+
+    So a fork never inherits the in-flight turn or a dangling tool call.
+    """
     for index in range(len(records) - 1, -1, -1):
         if isinstance(records[index].event, TurnEnd):
             return [r.event for r in records[: index + 1]]
@@ -137,8 +142,11 @@ class InProcessRun:
 
 
 class InProcessProvider:
-    """Runs children as agents of the same runtime: `spawn` starts them with a fresh
-    context, `fork` seeds them with the parent's completed turns."""
+    """Runs children as agents of the same runtime.
+
+    `spawn` starts them with a fresh context, `fork` seeds them with the parent's completed
+    turns.
+    """
 
     capabilities: frozenset[Capability] = frozenset({"depth_limit", "tool_filter"})
 

@@ -1,5 +1,7 @@
-"""The `subagent` tool (and `subagent_fork`): delegate to a named child, in the foreground or
-as a background task."""
+"""The `subagent` tool (and `subagent_fork`).
+
+Delegate to a named child, in the foreground or as a background task.
+"""
 
 from __future__ import annotations
 
@@ -176,8 +178,11 @@ def mount_subagent_tool(
     *,
     tasks: TaskRegistry | None,
 ) -> Callable[[], None]:
-    """Keep the tool registered exactly while its provider is: the tool mirrors the provider's
-    lifecycle and takes its wording from the provider's context contract."""
+    """Keep the tool registered exactly while its provider is.
+
+    The tool mirrors the provider's lifecycle and takes its wording from the provider's
+    context contract.
+    """
     from ._service import ProviderAdded, ProviderRemoved
 
     registry = service.runtime.tools

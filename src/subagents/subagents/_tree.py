@@ -22,8 +22,10 @@ class TreeMember:
 
 
 async def load_tree(store: EventStore, root: SessionHeader) -> list[TreeMember]:
-    """Every session of `root`'s tree in pre-order (children in creation order), named from
-    the creators' catalogs."""
+    """Every session of `root`'s tree in pre-order (children in creation order).
+
+    Members are named from their creators' catalogs.
+    """
     headers = await store.list_headers(tenant=root.tenant, roots_only=False, root=root.id)
     by_parent: dict[SessionId | None, list[SessionHeader]] = {}
     for header in headers:
