@@ -492,10 +492,13 @@ async def test_remove_and_clear_are_durable_cancellations(clock: FakeClock) -> N
 
 
 def replayed(records: Iterable[EventRecord]) -> Inbox:
-    async def refuse(event: SessionEvent) -> EventRecord:
+    def refuse(event: SessionEvent) -> EventRecord:
         raise AssertionError("replay must not write")
 
-    inbox = Inbox(refuse)
+    async def no_flush() -> None:
+        raise AssertionError("replay must not write")
+
+    inbox = Inbox(refuse, no_flush)
     inbox.replay(records)
     return inbox
 

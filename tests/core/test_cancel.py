@@ -155,10 +155,13 @@ def texts(messages: Iterable[Message]) -> list[str]:
 
 
 def replayed(records: Iterable[EventRecord]) -> Inbox:
-    async def refuse(event: SessionEvent) -> EventRecord:
+    def refuse(event: SessionEvent) -> EventRecord:
         raise AssertionError("replay must not write")
 
-    inbox = Inbox(refuse)
+    async def no_flush() -> None:
+        raise AssertionError("replay must not write")
+
+    inbox = Inbox(refuse, no_flush)
     inbox.replay(records)
     return inbox
 

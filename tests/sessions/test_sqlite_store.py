@@ -121,9 +121,9 @@ async def test_an_acknowledged_append_is_visible_to_a_new_connection(db: Path) -
 async def test_group_commit_batches_concurrent_appends(db: Path) -> None:
     sessions = [header() for _ in range(200)]
     async with SqliteEventStore(db) as store:
-        async with asyncio.TaskGroup() as group:
-            for session in sessions:
-                group.create_task(store.create(session))
+        created = [store.create(session) for session in sessions]
+        for ack in created:
+            await ack
         before = store.commits
         acks = [store.append(s.id, [turn(seq)]) for seq in range(5) for s in sessions]
         for ack in acks:

@@ -95,6 +95,7 @@ async def _run_until_quiet(runtime: Runtime, agent: Agent, first_seq: int) -> Ru
     reports where the session stands.
     """
     await runtime.wait_quiescent()
+    await runtime.store.flush()
     result = run_result(agent.id, agent.session.records[first_seq:])
     if result.stop_reason is None:
         result = run_result(agent.id, agent.session.records)

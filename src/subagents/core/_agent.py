@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .._tasks import TaskOwner
-from ..errors import ClosedError
+from ..errors import ClosedError, StoreError
 from ..ids import SessionId
 from ..messages import Message, MessageSource, UserMessage, user_message
 from ..models import Model
@@ -69,7 +69,7 @@ class Agent:
         self.tools = tools
         self.bus = bus
         self.config = config
-        self.inbox = Inbox(self._append)
+        self.inbox = Inbox(self.session.submit, self.session.flush)
         self._tasks = TaskOwner(f"agent {config.name}")
         self._status: Literal["idle", "running"] = "idle"
         self._idle = asyncio.Event()
@@ -81,6 +81,7 @@ class Agent:
         self._disposed = False
         self._disposers: list[Callable[[], Awaitable[None]]] = []
         self._restore(session.records)
+        self._stop_posting = session.observe(self._posted)
 
     def _restore(self, records: Sequence[EventRecord]) -> None:
         """Rebuild the caches a loop needs from the stored log (cold load or fork seed).
@@ -130,10 +131,16 @@ class Agent:
             self.bus.emit(AgentStatusChanged(self.id, self.name, status))
 
     async def _append(self, event: SessionEvent) -> EventRecord:
-        record = await self.session.append(event)
-        if self.bus.active:
+        """Append durably: returns once the event is in the store."""
+        return await self.session.append(event)
+
+    def record(self, event: SessionEvent) -> EventRecord:
+        """Append without waiting; a later flush or durable append acknowledges it."""
+        return self.session.submit(event)
+
+    def _posted(self, session: Session, record: EventRecord) -> None:
+        if self.bus.wants(SessionEventPosted):
             self.bus.emit(SessionEventPosted(self.id, self.name, record))
-        return record
 
     async def when_idle(self) -> None:
         """Wait until no turn runs and no waking work is pending."""
@@ -148,8 +155,13 @@ class Agent:
         target: InboxTarget = "next-turn",
         wake: bool = True,
         source: MessageSource | None = None,
+        durable: bool = True,
     ) -> UserMessage:
-        """Queue `message`; it is durable in the log when this returns."""
+        """Queue `message`; it is durable in the log when this returns.
+
+        `durable=False` skips the wait, for internal deliveries whose acceptance nobody
+        outside waits for (the store still commits it before anything written later).
+        """
         if self._disposed:
             raise ClosedError(f"agent {self.name!r} ({self.id}) is disposed; it takes no input")
         if isinstance(message, str):
@@ -157,7 +169,7 @@ class Agent:
         if wake and self._abort_cause is not None:
             # The current activity is being aborted: the message waits for the next turn.
             target = "next-turn"
-        await self.inbox.append(message, target)
+        await self.inbox.append(message, target, durable=durable)
         if wake:
             self._wake = True
             self._kick()
@@ -260,7 +272,12 @@ class Agent:
             except Exception:
                 log.exception("a disposer of agent %s failed", self.name)
         await self._tasks.aclose()
+        try:
+            await self.session.flush()  # quiescence includes the log: everything is durable
+        except StoreError:
+            log.exception("agent %s was disposed with writes that failed", self.name)
         self.tools.close()
+        self._stop_posting()
         self._idle.set()
         self.bus.emit(AgentDisposed(self.id, self.name))
 

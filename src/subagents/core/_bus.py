@@ -69,20 +69,39 @@ Listener: TypeAlias = Callable[[object], None]
 
 
 class EventBus:
+    """Live events to listeners: all of them, or only the types a listener chose.
+
+    A listener for rare events then costs nothing on the per-event hot path.
+    """
+
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
+        self._typed: dict[type, list[Listener]] = {}
 
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Add a listener; returns a function that removes it."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+    def subscribe(self, listener: Listener, *, types: tuple[type, ...] = ()) -> Callable[[], None]:
+        """Add a listener (for every event, or only `types`); returns its remover."""
+        targets = [self._typed.setdefault(t, []) for t in types] if types else [self._listeners]
+        for target in targets:
+            target.append(listener)
+
+        def remove() -> None:
+            for target in targets:
+                if listener in target:
+                    target.remove(listener)
+
+        return remove
+
+    def wants(self, event_type: type) -> bool:
+        """Whether anyone listens for events of `event_type`."""
+        return bool(self._listeners or self._typed.get(event_type))
 
     @property
     def active(self) -> bool:
         return bool(self._listeners)
 
     def emit(self, event: object) -> None:
-        for listener in tuple(self._listeners):
+        typed = self._typed.get(type(event))
+        for listener in (*self._listeners, *typed) if typed else tuple(self._listeners):
             try:
                 listener(event)
             except Exception:

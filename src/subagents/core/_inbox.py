@@ -2,8 +2,8 @@
 
 `next-turn` holds prompts, each the sole ordinary message of its own turn; `next-step` holds
 input for the nearest step boundary (steering, injected context, notices). Every mutation is
-committed as an `agent/inbox/spliced` event before the lists change; a claim is recorded by the
-`user/message` event that enters the message, so claiming costs no extra write.
+recorded as an `agent/inbox/spliced` event; a claim is recorded by the `user/message` event
+that enters the message, so claiming costs no extra write.
 """
 
 from __future__ import annotations
@@ -18,12 +18,21 @@ from ..sessions._events import InboxTarget
 
 __all__ = ["Inbox"]
 
-Append = Callable[[SessionEvent], Awaitable[EventRecord]]
+Submit = Callable[[SessionEvent], EventRecord]
+Flush = Callable[[], Awaitable[None]]
 
 
 class Inbox:
-    def __init__(self, append: Append) -> None:
-        self._append = append
+    """Pending input of one agent.
+
+    A mutation submits its splice and changes the lists in one synchronous step (so
+    concurrent senders record the positions they really took), then waits until the splice is
+    durable.
+    """
+
+    def __init__(self, submit: Submit, flush: Flush) -> None:
+        self._submit = submit
+        self._flush = flush
         self.next_turn: list[UserMessage] = []
         self.next_step: list[UserMessage] = []
 
@@ -36,13 +45,17 @@ class Inbox:
     def __bool__(self) -> bool:
         return bool(self.next_turn or self.next_step)
 
-    async def append(self, message: UserMessage, target: InboxTarget) -> None:
+    async def append(
+        self, message: UserMessage, target: InboxTarget, *, durable: bool = True
+    ) -> None:
+        """Queue `message` at the end of `target`; durable on return unless `durable` is False."""
         if message.id in self.pending_ids():
             raise UsageError(f'message "{message.id}" is already pending', code=ErrorCode.DUPLICATE)
         items = self._list(target)
-        event = InboxSpliced(target=target, start=len(items), inserted=(message,))
-        await self._append(event)
+        self._submit(InboxSpliced(target=target, start=len(items), inserted=(message,)))
         items.append(message)
+        if durable:
+            await self._flush()
 
     async def remove(self, message_id: str) -> bool:
         """Durably cancel one pending message; False when it is no longer pending."""
@@ -50,10 +63,11 @@ class Inbox:
             items = self._list(target)
             for index, message in enumerate(items):
                 if message.id == message_id:
-                    await self._append(
+                    self._submit(
                         InboxSpliced(target=target, start=index, removed=1, outcome="canceled")
                     )
                     del items[index]
+                    await self._flush()
                     return True
         return False
 
@@ -63,11 +77,13 @@ class Inbox:
         for target in ("next-step", "next-turn"):
             items = self._list(target)
             if items:
-                await self._append(
+                self._submit(
                     InboxSpliced(target=target, start=0, removed=len(items), outcome="canceled")
                 )
                 dropped.extend(items)
                 items.clear()
+        if dropped:
+            await self._flush()
         return dropped
 
     def claim(self, first_step: bool) -> list[UserMessage]:

@@ -59,14 +59,14 @@ async def run_turn(agent: Agent) -> StopReason:
     """Run one turn to its end and record how it ended."""
     agent.turn_number += 1
     turn = _Turn(agent.turn_number)
-    append = agent._append  # pyright: ignore[reportPrivateUsage]
-    await append(TurnStart(turn=turn.number))
+    record = agent.record
+    record(TurnStart(turn=turn.number))
     try:
         end = await _run_steps(agent, turn)
     except asyncio.CancelledError:
         cause = agent.take_abort_cause()
-        await _close_step(agent, turn)
-        await append(TurnEnd(turn=turn.number, reason="aborted", cause=cause or "cancelled"))
+        _close_step(agent, turn)
+        record(TurnEnd(turn=turn.number, reason="aborted", cause=cause or "cancelled"))
         if cause is None:
             raise  # a cancellation from outside always wins
         current = asyncio.current_task()
@@ -75,33 +75,33 @@ async def run_turn(agent: Agent) -> StopReason:
         return "aborted"
     except Exception as exc:
         end = _error_end(agent, turn.number, exc)
-    await _close_step(agent, turn)
-    await append(end)
+    _close_step(agent, turn)
+    record(end)
     return end.reason
 
 
-async def _close_step(agent: Agent, turn: _Turn) -> None:
+def _close_step(agent: Agent, turn: _Turn) -> None:
     if turn.step_open:
         turn.step_open = False
-        await agent._append(StepEnd(turn=turn.number, step=turn.step))  # pyright: ignore[reportPrivateUsage]
+        agent.record(StepEnd(turn=turn.number, step=turn.step))
 
 
 async def _run_steps(agent: Agent, turn: _Turn) -> TurnEnd:
     """Steps until the model stops asking for tools and no step input is pending."""
-    append = agent._append  # pyright: ignore[reportPrivateUsage]
+    record = agent.record
     reason: StopReason = "completed"
     while True:
         batch = agent.inbox.claim(first_step=turn.step == 0)
         if turn.step == 0 and not batch:
             break  # the waking input was withdrawn: nothing to run
         turn.step += 1
-        await append(StepStart(turn=turn.number, step=turn.step))
+        record(StepStart(turn=turn.number, step=turn.step))
         turn.step_open = True
         for message in batch:
-            await append(UserMessageEvent(message=message, turn=turn.number))
+            record(UserMessageEvent(message=message, turn=turn.number))
             agent.transcript.append(message)
         outcome = await _run_step(agent, turn.number, turn.step)
-        await _close_step(agent, turn)
+        _close_step(agent, turn)
         if outcome == "continue":
             continue
         if outcome == "max-tokens" or (outcome == "refusal" and reason != "max-tokens"):
@@ -133,7 +133,7 @@ def _build_request(agent: Agent) -> ModelRequest:
     )
 
 
-async def _log_request_header(agent: Agent, request: ModelRequest) -> None:
+def _log_request_header(agent: Agent, request: ModelRequest) -> None:
     key = (
         agent.model.provider,
         agent.model.name,
@@ -144,15 +144,15 @@ async def _log_request_header(agent: Agent, request: ModelRequest) -> None:
         return
     reason = agent.header_reason if agent.last_header is None else "change"
     agent.last_header = key
-    await agent._append(  # pyright: ignore[reportPrivateUsage]
+    agent.record(
         RequestHeader(reason=reason, provider=key[0], model=key[1], system=key[2], tools=key[3])
     )
 
 
 async def _run_step(agent: Agent, turn: int, step: int) -> StepOutcome:
-    append = agent._append  # pyright: ignore[reportPrivateUsage]
+    record = agent.record
     request = _build_request(agent)
-    await _log_request_header(agent, request)
+    _log_request_header(agent, request)
     assembler = BlockAssembler(provider=agent.model.provider, model=agent.model.name)
     agent.call_index += 1
     try:
@@ -161,7 +161,7 @@ async def _run_step(agent: Agent, turn: int, step: int) -> StepOutcome:
     except asyncio.CancelledError:
         if assembler.has_visible_text():
             partial = assembler.message(interrupted=True)
-            await append(
+            record(
                 AssistantMessageEvent(
                     turn=turn, step=step, message=partial, usage=assembler.usage, interrupted=True
                 )
@@ -178,10 +178,10 @@ async def _run_step(agent: Agent, turn: int, step: int) -> StepOutcome:
             if isinstance(exc, ModelError)
             else ModelError(f"model adapter failed: {type(exc).__name__}: {exc}")
         )
-        await append(ModelErrorEvent(turn=turn, step=step, code=error.code, message=error.message))
+        record(ModelErrorEvent(turn=turn, step=step, code=error.code, message=error.message))
         raise error from exc
     message = assembler.message()
-    await append(
+    record(
         AssistantMessageEvent(
             turn=turn, step=step, message=message, finish=assembler.finish, usage=assembler.usage
         )
@@ -276,9 +276,9 @@ class _ToolBatch:
         self.committed = 0
         self.concluded = False
 
-    async def record_call(self, index: int) -> None:
+    def record_call(self, index: int) -> None:
         call = self.calls[index]
-        await self.agent._append(  # pyright: ignore[reportPrivateUsage]
+        self.agent.record(
             ToolCallEvent(
                 turn=self.turn,
                 step=self.step,
@@ -289,7 +289,14 @@ class _ToolBatch:
         )
         self.started.add(index)
 
-    async def commit(self, index: int, outcome: ToolOutcome) -> None:
+    def _needs_checkpoint(self, group: list[int]) -> bool:
+        for index in group:
+            spec = self.agent.tools.get(self.calls[index].name)
+            if spec is not None and spec.checkpoint:
+                return True
+        return False
+
+    def commit(self, index: int, outcome: ToolOutcome) -> None:
         call = self.calls[index]
         result = ToolResultMessage(
             id=new_message_id(),
@@ -298,7 +305,7 @@ class _ToolBatch:
             content=outcome.content,
             is_error=outcome.is_error,
         )
-        await self.agent._append(  # pyright: ignore[reportPrivateUsage]
+        self.agent.record(
             ToolResultEvent(
                 turn=self.turn,
                 step=self.step,
@@ -314,7 +321,10 @@ class _ToolBatch:
     async def run(self) -> bool:
         for group in _groups(self.agent, self.calls):
             for index in group:
-                await self.record_call(index)
+                self.record_call(index)
+            if self._needs_checkpoint(group):
+                # Tools with effects outside our log start only once their calls are durable.
+                await self.agent.session.flush()
             if len(group) == 1:
                 await _run_alone(self.agent, self.calls, group[0], self.outcomes)
             else:
@@ -324,7 +334,7 @@ class _ToolBatch:
                 for index in group:
                     self.outcomes[index] = self.tasks[index].result()
             for index in group:
-                await self.commit(index, self.outcomes[index])
+                self.commit(index, self.outcomes[index])
         return self.concluded
 
     async def settle_cancelled(self) -> None:
@@ -343,11 +353,11 @@ class _ToolBatch:
             elif index in self.started:
                 outcome = ToolOutcome(ABORTED_TEXT, True, ErrorCode.ABORTED)
             else:
-                await self.record_call(index)
+                self.record_call(index)
                 outcome = ToolOutcome(
                     ABORTED_BEFORE_DISPATCH_TEXT, True, ErrorCode.ABORTED_BEFORE_DISPATCH
                 )
-            await self.commit(index, outcome)
+            self.commit(index, outcome)
 
 
 async def _run_tools(agent: Agent, turn: int, step: int, message: AssistantMessage) -> bool:

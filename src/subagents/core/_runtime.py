@@ -164,9 +164,11 @@ class AgentRuntime:
             raise ClosedError(f"the runtime is {self._state}; use it inside `async with`")
         return self._store
 
-    def subscribe(self, listener: Callable[[object], None]) -> Callable[[], None]:
-        """Watch live events (status changes, committed events); returns an unsubscribe."""
-        return self.bus.subscribe(listener)
+    def subscribe(
+        self, listener: Callable[[object], None], *, types: tuple[type, ...] = ()
+    ) -> Callable[[], None]:
+        """Watch live events (all, or only `types`); returns a function that unsubscribes."""
+        return self.bus.subscribe(listener, types=types)
 
     # -- agents -------------------------------------------------------------------------------
 
@@ -239,11 +241,13 @@ class AgentRuntime:
             model_spec=parent_header.model_spec,
             seed_length=len(events),
         )
-        await self.store.create(header)
+        # Not awaited: the store commits in submission order, so the child's header and first
+        # events are durable before anything the child or its parent writes later.
+        self.store.create(header)
         session = Session(header, self.store, self.clock)
         events.extend(first_events)
         if events:
-            await session.append_many(events)
+            session.submit_many(events)
         return self._publish(session, config)
 
     def _publish(self, session: Session, config: AgentConfig) -> Agent:
@@ -270,7 +274,10 @@ class AgentRuntime:
         """Install per-agent registrations before the agent is published (extension hook)."""
 
     async def wait_quiescent(self) -> None:
-        """Wait until no agent is running and no background work is in flight."""
+        """Wait until no agent is running and no background work is in flight.
+
+        The log may still be catching up: `store.flush()` makes it durable.
+        """
         while True:
             running = [a for a in self._agents.values() if a.status == "running"]
             if running:
@@ -292,6 +299,7 @@ class AgentRuntime:
         first = agent.session.next_seq
         await agent.followup(prompt)
         await self.wait_quiescent()
+        await self.store.flush()
         return run_result(agent.id, agent.session.records[first:])
 
 

@@ -220,6 +220,8 @@ EVENT_KINDS: dict[str, type[SessionEvent]] = {
     )
 }
 
+KIND_OF: dict[type[SessionEvent], str] = {cls: kind for kind, cls in EVENT_KINDS.items()}
+
 SUPPORTED_VERSIONS: dict[str, frozenset[int]] = {kind: frozenset({1}) for kind in EVENT_KINDS}
 # Catalog payloads before v3 carry no names; they are read, never given invented names.
 SUPPORTED_VERSIONS["subagent/catalog"] = frozenset({1, 2, 3})
@@ -235,7 +237,7 @@ class EventRecord(msgspec.Struct, frozen=True):
 
     @property
     def kind(self) -> str:
-        return str(self.event.__struct_config__.tag)
+        return KIND_OF[type(self.event)]
 
 
 _encoder = msgspec.json.Encoder()

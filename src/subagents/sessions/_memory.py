@@ -47,7 +47,7 @@ class InMemoryEventStore:
         if self._state != "opened":
             raise ClosedError(f"the event store is {self._state}; open it with `async with`")
 
-    async def create(self, header: SessionHeader) -> None:
+    def create(self, header: SessionHeader) -> asyncio.Future[None]:
         self._check_open()
         if header.id in self._headers:
             raise DuplicateError(
@@ -55,6 +55,11 @@ class InMemoryEventStore:
             )
         self._headers[header.id] = header
         self._logs[header.id] = []
+        return _done()
+
+    def flush(self) -> asyncio.Future[None]:
+        self._check_open()
+        return _done()
 
     def append(self, session_id: SessionId, records: Sequence[EventRecord]) -> asyncio.Future[None]:
         self._check_open()
@@ -76,9 +81,7 @@ class InMemoryEventStore:
             for r in records
         ]
         log.extend(checked)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
+        return _done()
 
     async def read(
         self, session_id: SessionId, *, tenant: str, from_seq: int = 0
@@ -106,3 +109,9 @@ class InMemoryEventStore:
         ]
         rows.sort(key=lambda h: h.created_at, reverse=True)  # stable: newest insert first on ties
         return rows
+
+
+def _done() -> asyncio.Future[None]:
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    return done

@@ -22,10 +22,12 @@ SessionObserver = Callable[["Session", EventRecord], None]
 class Session:
     """The append-only log of one session.
 
-    `append` assigns the next seq, hands the record to the store at once (so records are
-    committed in seq order) and returns once it is durable. A cancelled caller still waits for
-    the write to finish before the cancellation propagates, so an append never tears. After a
-    failed write the session is broken: later appends raise.
+    `submit` assigns the next seq and hands the record to the store at once, so records are
+    committed in seq order; it does not wait. `append` submits and waits until the record is
+    durable (an acknowledged append); `flush` waits for everything submitted so far. Because
+    the store commits in submission order, one acknowledgement covers every earlier record.
+    Observers run once a record is durable. A cancelled waiter still lets the write finish, so
+    an append never tears. After a failed write the session is broken: later appends raise.
     """
 
     def __init__(
@@ -41,6 +43,7 @@ class Session:
         self.records: list[EventRecord] = list(records)
         self._observers: list[SessionObserver] = []
         self._broken: StoreError | None = None
+        self._last: asyncio.Future[None] | None = None
 
     @property
     def id(self) -> SessionId:
@@ -51,18 +54,23 @@ class Session:
         return len(self.records)
 
     def observe(self, observer: SessionObserver) -> Callable[[], None]:
-        """Call `observer` after each durable append; returns a function that stops it."""
+        """Call `observer` after each record is durable; returns a function that stops it."""
         self._observers.append(observer)
         return lambda: self._observers.remove(observer) if observer in self._observers else None
 
-    async def append_many(self, events: Sequence[SessionEvent]) -> list[EventRecord]:
-        """Append several events in one store write (one commit); durable on return."""
+    def _check(self) -> None:
         if self._broken is not None:
             raise StoreError(
                 f'session "{self.id}" can no longer be written: {self._broken.message}',
                 code=self._broken.code,
             )
-        now = self.clock.now()
+
+    def submit_many(
+        self, events: Sequence[SessionEvent], *, time: float | None = None
+    ) -> list[EventRecord]:
+        """Hand `events` to the store in one write without waiting for it."""
+        self._check()
+        now = self.clock.now() if time is None else time
         records = [EventRecord(self.next_seq + i, now, e) for i, e in enumerate(events)]
         try:
             pending = self.store.append(self.id, records)
@@ -70,48 +78,53 @@ class Session:
             self._broken = exc
             raise
         self.records.extend(records)
-        try:
-            await _finish(pending)
-        except StoreError as exc:
-            self._broken = exc
-            raise
+        self._last = pending
+        if pending.done():  # an in-memory store: committed already
+            self._committed(records, pending)
+        else:
+            pending.add_done_callback(lambda done: self._committed(records, done))
+        return records
+
+    def submit(self, event: SessionEvent, *, time: float | None = None) -> EventRecord:
+        """Hand `event` to the store without waiting; `flush` or a later `append` acks it."""
+        return self.submit_many((event,), time=time)[0]
+
+    async def append(self, event: SessionEvent, *, time: float | None = None) -> EventRecord:
+        """Append `event` (stamped with the clock, or `time` for repair records), durably."""
+        record = self.submit(event, time=time)
+        await self.flush()
+        return record
+
+    async def append_many(self, events: Sequence[SessionEvent]) -> list[EventRecord]:
+        """Append several events in one store write (one commit); durable on return."""
+        records = self.submit_many(events)
+        await self.flush()
+        return records
+
+    async def flush(self) -> None:
+        """Wait until everything submitted so far is durable; raise if a write failed."""
+        if self._last is not None:
+            await _finish(self._last)
+        self._check()
+
+    def _committed(self, records: list[EventRecord], done: asyncio.Future[None]) -> None:
+        if done.cancelled():
+            return
+        error = done.exception()
+        if error is not None:
+            if self._broken is None:
+                self._broken = (
+                    error
+                    if isinstance(error, StoreError)
+                    else StoreError(str(error), code=ErrorCode.STORE)
+                )
+            return
         for record in records:
             for observer in tuple(self._observers):
                 try:
                     observer(self, record)
                 except Exception:
                     log.exception("session observer failed on %s", record.kind)
-        return records
-
-    async def append(self, event: SessionEvent, *, time: float | None = None) -> EventRecord:
-        """Append `event` stamped with the clock (or `time`, for repair records)."""
-        if self._broken is not None:
-            raise StoreError(
-                f'session "{self.id}" can no longer be written: {self._broken.message}',
-                code=self._broken.code,
-            )
-        record = EventRecord(self.next_seq, self.clock.now() if time is None else time, event)
-        try:
-            pending = self.store.append(self.id, (record,))
-        except StoreError as exc:
-            self._broken = exc
-            raise
-        self.records.append(record)
-        try:
-            await _finish(pending)
-        except StoreError as exc:
-            self._broken = exc
-            raise
-        except BaseException as exc:
-            if not isinstance(exc, asyncio.CancelledError):
-                self._broken = StoreError(str(exc), code=ErrorCode.STORE)
-            raise
-        for observer in tuple(self._observers):
-            try:
-                observer(self, record)
-            except Exception:
-                log.exception("session observer failed on %s", record.kind)
-        return record
 
 
 async def _finish(future: asyncio.Future[None]) -> None:

@@ -191,14 +191,23 @@ class SqliteEventStore:
 
     # writes
 
-    async def create(self, header: SessionHeader) -> None:
-        """Store `header` (through the writer, so creates are group-committed too)."""
+    def create(self, header: SessionHeader) -> asyncio.Future[None]:
+        """Enqueue `header` (through the writer, so creates are group-committed too)."""
         self._check_open()
         assert self._loop is not None
         row = (header.id, header.tenant, header.parent, header.root_id, header.created_at)
         future: asyncio.Future[None] = self._loop.create_future()
         self._queue.put(_Create(header, (*row, encode_header(header)), future))
-        await _finish(future)
+        self._next.setdefault(header.id, 0)
+        return future
+
+    def flush(self) -> asyncio.Future[None]:
+        """A future that resolves once every write submitted before it is committed."""
+        self._check_open()
+        assert self._loop is not None
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._queue.put(_Append(SessionId(""), [], future))
+        return future
 
     def append(self, session_id: SessionId, records: Sequence[EventRecord]) -> asyncio.Future[None]:
         """Check and enqueue `records`; the future resolves once they are committed.
@@ -285,6 +294,8 @@ class SqliteEventStore:
     def _write_item(
         self, conn: sqlite3.Connection, item: _Append | _Create, outcome: _Outcome
     ) -> BaseException | None:
+        if isinstance(item, _Append) and not item.rows:
+            return None  # a flush barrier: resolved with its batch
         if isinstance(item, _Create):
             if conn.execute(_INSERT_SESSION, item.row).rowcount == 0:
                 return DuplicateError(
@@ -405,21 +416,6 @@ class SqliteEventStore:
                 )
             records.append(EventRecord(seq, time, decode_event(kind, v, payload)))
         return records
-
-
-async def _finish(future: asyncio.Future[None]) -> None:
-    """Await a write; if the waiter is cancelled, let the write settle first, then re-raise."""
-    try:
-        await asyncio.shield(future)
-    except asyncio.CancelledError:
-        while not future.done():
-            try:
-                await asyncio.shield(future)
-            except asyncio.CancelledError:
-                continue
-            except Exception:
-                break
-        raise
 
 
 def _session_of(item: _Append | _Create) -> SessionId:

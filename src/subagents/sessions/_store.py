@@ -18,8 +18,11 @@ class EventStore(Protocol):
 
     Contract (pinned by `tests/sessions/test_store_contract.py` against every backend):
 
-    - `create` stores a header; a second header with the same id raises `DuplicateError`
-      (code `SESSION_EXISTS`) and changes nothing.
+    - Writes are committed in the order they were submitted, across sessions: once a write is
+      acknowledged, every write submitted before it is durable too (or has failed, and its
+      own future says so). `flush()` resolves once everything submitted before it is durable.
+    - `create` enqueues a header like an append; a second header with the same id fails with
+      `DuplicateError` (code `SESSION_EXISTS`) and changes nothing.
     - `append` takes records whose seqs continue the session's log without a gap; the first seq
       must equal the stored next seq, else `ConcurrencyConflict`, and nothing is written. It
       enqueues synchronously (so two calls made in order are committed in order) and returns
@@ -43,7 +46,9 @@ class EventStore(Protocol):
 
     async def aclose(self) -> None: ...
 
-    async def create(self, header: SessionHeader) -> None: ...
+    def create(self, header: SessionHeader) -> asyncio.Future[None]: ...
+
+    def flush(self) -> asyncio.Future[None]: ...
 
     def append(
         self, session_id: SessionId, records: Sequence[EventRecord]

@@ -44,11 +44,12 @@ def full_name(parent_full_name: str, name: str) -> str:
 class NameBook:
     """The names one creator has given (committed in its catalog) or is giving (reserved)."""
 
-    __slots__ = ("_committed", "_reserved")
+    __slots__ = ("_committed", "_next_default", "_reserved")
 
     def __init__(self, committed: Iterable[str] = ()) -> None:
         self._committed = set(committed)
         self._reserved: set[str] = set()
+        self._next_default = 1  # no agent-N below it is free, so defaults never rescan
 
     def taken(self, name: str) -> bool:
         return name in self._committed or name in self._reserved
@@ -56,9 +57,10 @@ class NameBook:
     def reserve(self, requested: str | None) -> str:
         """Reserve `requested`, or the first free `agent-N` when None; raise if unusable."""
         if requested is None:
-            n = 1
+            n = self._next_default
             while self.taken(f"agent-{n}"):
                 n += 1
+            self._next_default = n
             requested = f"agent-{n}"
         else:
             problem = name_error(requested)
@@ -79,4 +81,7 @@ class NameBook:
         self._committed.add(name)
 
     def release(self, name: str) -> None:
-        self._reserved.discard(name)
+        if name in self._reserved:
+            self._reserved.discard(name)
+            if name.startswith("agent-") and name[6:].isdigit():
+                self._next_default = min(self._next_default, int(name[6:]))

@@ -183,7 +183,7 @@ class InProcessProvider:
             if request.tool_filter is not None:
                 child.tools.restrict(allow=request.tool_filter.allow, deny=request.tool_filter.deny)
             await request.establish(child.id)
-            await child.followup(request.prompt)
+            await child.send(request.prompt, durable=False)
         except BaseException:
             await run.dispose()
             raise

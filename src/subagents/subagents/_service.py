@@ -282,22 +282,26 @@ class SubagentService:
         """Give back an admission that will not be launched."""
         self.name_book(admission.parent).release(admission.name)
 
+    async def check_cwd(self, admission: Admission) -> None:
+        """Refuse a working directory that is not an accessible directory (`INVALID_CWD`)."""
+        if admission.cwd != admission.parent.session.header.cwd and not await asyncio.to_thread(
+            os.path.isdir, admission.cwd
+        ):
+            raise SubagentError(
+                f"cwd {admission.cwd} is not an accessible directory; give an existing "
+                "directory or omit cwd to use yours",
+                code=ErrorCode.INVALID_CWD,
+            )
+
     async def launch(self, admission: Admission) -> ServiceRun:
         """Start an admitted child; the name is released if anything fails before it exists."""
         book = self.name_book(admission.parent)
         parent = admission.parent
         try:
-            if admission.cwd != parent.session.header.cwd and not await asyncio.to_thread(
-                os.path.isdir, admission.cwd
-            ):
-                raise SubagentError(
-                    f"cwd {admission.cwd} is not an accessible directory; give an existing "
-                    "directory or omit cwd to use yours",
-                    code=ErrorCode.INVALID_CWD,
-                )
+            await self.check_cwd(admission)
 
             async def establish(child_id: SessionId) -> None:
-                await parent.session.append(
+                parent.record(
                     SubagentCatalog(
                         child_id=child_id,
                         name=admission.name,

@@ -111,11 +111,16 @@ def subagent_tool(
             max_depth=config.max_depth,
         )
         if background:
-            if tasks is None:
+            try:
+                if tasks is None:
+                    raise SubagentError(
+                        "background tasks are unavailable in this runtime", code=ErrorCode.USAGE
+                    )
+                # Validate the start now, so a bad cwd is this call's error, not a failed task.
+                await service.check_cwd(admission)
+            except BaseException:
                 service.cancel(admission)
-                raise SubagentError(
-                    "background tasks are unavailable in this runtime", code=ErrorCode.USAGE
-                )
+                raise
             return _start_background(service, tasks, admission)
         return await _run_foreground(service, admission)
 
@@ -125,6 +130,7 @@ def subagent_tool(
         parameters=_parameters(inherits=inherits, background=config.background),
         handler=handler,
         parallel_safe=True,
+        checkpoint=False,  # every effect is a write to our own, ordered log
     )
 
 
@@ -210,7 +216,7 @@ def mount_subagent_tool(
         elif isinstance(event, ProviderRemoved) and event.name == config.provider:
             unmount()
 
-    unsubscribe = service.runtime.subscribe(on_event)
+    unsubscribe = service.runtime.subscribe(on_event, types=(ProviderAdded, ProviderRemoved))
     mount()
 
     def dispose() -> None:

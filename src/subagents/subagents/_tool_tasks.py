@@ -91,6 +91,7 @@ def task_tools(
             },
             handler=output,
             parallel_safe=True,
+            checkpoint=False,
         ),
         ToolSpec(
             name="task_list",
@@ -98,6 +99,7 @@ def task_tools(
             parameters={"type": "object", "properties": {}},
             handler=listing,
             parallel_safe=True,
+            checkpoint=False,
         ),
         ToolSpec(
             name="task_kill",
@@ -112,5 +114,6 @@ def task_tools(
             },
             handler=kill,
             parallel_safe=True,
+            checkpoint=False,
         ),
     ]

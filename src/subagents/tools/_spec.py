@@ -73,6 +73,9 @@ class ToolSpec:
     parameters: JsonObject
     handler: ToolHandler
     parallel_safe: bool = False
+    checkpoint: bool = True
+    """Make the log durable before the handler runs. Only tools whose every effect is written
+    to our own log after the call (delegation, task control) may turn it off."""
     validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
