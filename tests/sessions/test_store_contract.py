@@ -331,3 +331,20 @@ async def test_sessions_are_independent(store: EventStore) -> None:
     await store.append(b.id, records([TurnStart(turn=7)]))
     assert [r.event for r in await store.read(b.id, tenant="default")] == [TurnStart(turn=7)]
     assert len(await store.read(SessionId(a.id), tenant="default")) == 2
+
+
+async def test_leases_fence_a_tree_to_one_holder(store: EventStore) -> None:
+    root = SessionId("00000000-0000-4000-8000-00000000000a")
+    assert await store.get_lease(root) is None
+    mine = await store.acquire_lease(root, holder="a", pid=1, now=100.0, ttl=30.0)
+    assert (mine.holder, mine.pid, mine.expires) == ("a", 1, 130.0)
+    theirs = await store.acquire_lease(root, holder="b", pid=2, now=110.0, ttl=30.0)
+    assert theirs == mine  # a current lease of another holder wins
+    renewed = await store.acquire_lease(root, holder="a", pid=1, now=120.0, ttl=30.0)
+    assert renewed.expires == 150.0
+    await store.release_lease(root, holder="b")  # not b's to release
+    assert await store.get_lease(root) == renewed
+    taken = await store.acquire_lease(root, holder="b", pid=2, now=151.0, ttl=30.0)
+    assert taken.holder == "b"  # an expired lease can be taken over
+    await store.release_lease(root, holder="b")
+    assert await store.get_lease(root) is None

@@ -22,7 +22,7 @@ from ._events import (
 )
 from ._memory import InMemoryEventStore as InMemoryEventStore
 from ._sqlite import SqliteEventStore as SqliteEventStore, parse_store_url as parse_store_url
-from ._store import EventStore as EventStore
+from ._store import EventStore as EventStore, Lease as Lease
 
 __all__ = [
     "AssistantMessageEvent",
@@ -30,6 +30,7 @@ __all__ = [
     "EventStore",
     "InMemoryEventStore",
     "InboxSpliced",
+    "Lease",
     "ModelErrorEvent",
     "RequestHeader",
     "SessionEndSeed",

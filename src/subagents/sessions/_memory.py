@@ -10,6 +10,7 @@ from typing import Literal, Self
 from ..errors import ClosedError, ConcurrencyConflict, DuplicateError, ErrorCode, NotFoundError
 from ..ids import SessionId
 from ._events import EventRecord, SessionHeader, decode_event, encode_event
+from ._store import Lease
 
 __all__ = ["InMemoryEventStore"]
 
@@ -25,6 +26,7 @@ class InMemoryEventStore:
         self._headers: dict[SessionId, SessionHeader] = {}
         self._logs: dict[SessionId, list[EventRecord]] = {}
         self._state: Literal["unopened", "opened", "closed"] = "unopened"
+        self._leases: dict[SessionId, Lease] = {}
 
     async def __aenter__(self) -> Self:
         if self._state == "closed":
@@ -95,6 +97,26 @@ class InMemoryEventStore:
         if header is None or header.tenant != tenant:
             raise NotFoundError(f'session "{session_id}" not found')
         return header
+
+    async def acquire_lease(
+        self, root: SessionId, *, holder: str, pid: int, now: float, ttl: float
+    ) -> Lease:
+        self._check_open()
+        current = self._leases.get(root)
+        if current is not None and current.holder != holder and current.expires > now:
+            return current
+        lease = self._leases[root] = Lease(root, holder, pid, now, now + ttl)
+        return lease
+
+    async def release_lease(self, root: SessionId, *, holder: str) -> None:
+        self._check_open()
+        current = self._leases.get(root)
+        if current is not None and current.holder == holder:
+            del self._leases[root]
+
+    async def get_lease(self, root: SessionId) -> Lease | None:
+        self._check_open()
+        return self._leases.get(root)
 
     async def list_headers(
         self, *, tenant: str, roots_only: bool = True, root: SessionId | None = None

@@ -28,10 +28,11 @@ __all__ = [
     "stored_schema_version",
 ]
 
-CURRENT_SCHEMA_VERSION: Final = 1
+CURRENT_SCHEMA_VERSION: Final = 2
 SCHEMA_VERSION_SUMMARIES: Final[dict[int, str]] = {
     1: "sessions (header beside tenant, parent, root, created_at) and events keyed by "
     "(session_id, seq), without rowid",
+    2: "leases: which process holds a tree (holder, pid, heartbeat, expiry)",
 }
 """One line per schema version: what that version added."""
 
@@ -68,6 +69,19 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             payload BLOB NOT NULL,
             PRIMARY KEY (session_id, seq)
         ) WITHOUT ROWID;
+        """,
+    ),
+    Migration(
+        2,
+        "create leases",
+        """
+        CREATE TABLE leases (
+            root TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            heartbeat REAL NOT NULL,
+            expires REAL NOT NULL
+        );
         """,
     ),
 )

@@ -14,7 +14,7 @@ import queue
 import re
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -40,6 +40,7 @@ from ._events import (
     encode_header,
 )
 from ._migrations import open_database
+from ._store import Lease
 
 __all__ = ["SqliteEventStore", "parse_store_url"]
 
@@ -84,6 +85,14 @@ def parse_store_url(url: str) -> Path:
 class _Append:
     session_id: SessionId
     rows: list[_Row]
+    future: asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class _Call:
+    """Work for the writer's connection, done inside a batch (leases)."""
+
+    fn: Callable[[sqlite3.Connection], None]
     future: asyncio.Future[None]
 
 
@@ -135,7 +144,7 @@ class SqliteEventStore:
         self._batch_max = batch_max
         self._state: Literal["unopened", "opened", "closed"] = "unopened"
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: queue.SimpleQueue[_Append | _Create | object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Append | _Create | _Call | object] = queue.SimpleQueue()
         self._next: dict[SessionId, int] = {}  # loop thread: next seq per touched session
         self._wnext: dict[SessionId, int] = {}  # writer thread: next seq as committed
         self._wconn: sqlite3.Connection | None = None
@@ -244,14 +253,14 @@ class SqliteEventStore:
         try:
             stop = False
             while not stop:
-                batch: list[_Append | _Create] = []
+                batch: list[_Append | _Create | _Call] = []
                 size = 0
                 item = self._queue.get()
                 while True:
                     if item is _STOP:
                         stop = True
                         break
-                    assert isinstance(item, _Append | _Create)
+                    assert isinstance(item, _Append | _Create | _Call)
                     batch.append(item)
                     size += len(item.rows) if isinstance(item, _Append) else 1
                     if size >= self._batch_max:
@@ -266,10 +275,12 @@ class SqliteEventStore:
             conn.close()
             self._wconn = None
 
-    def _write_batch(self, conn: sqlite3.Connection, batch: list[_Append | _Create]) -> _Outcome:
+    def _write_batch(
+        self, conn: sqlite3.Connection, batch: list[_Append | _Create | _Call]
+    ) -> _Outcome:
         """Write `batch` in one transaction (group commit); on failure roll all of it back."""
         outcome = _Outcome()
-        culprit: _Append | _Create | None = None
+        culprit: _Append | _Create | _Call | None = None
         try:
             conn.execute("BEGIN IMMEDIATE")
             for culprit in batch:
@@ -292,8 +303,11 @@ class SqliteEventStore:
         return outcome
 
     def _write_item(
-        self, conn: sqlite3.Connection, item: _Append | _Create, outcome: _Outcome
+        self, conn: sqlite3.Connection, item: _Append | _Create | _Call, outcome: _Outcome
     ) -> BaseException | None:
+        if isinstance(item, _Call):
+            item.fn(conn)
+            return None
         if isinstance(item, _Append) and not item.rows:
             return None  # a flush barrier: resolved with its batch
         if isinstance(item, _Create):
@@ -347,6 +361,62 @@ class SqliteEventStore:
                 future.set_result(None)
             else:
                 future.set_exception(error)
+
+    # leases (through the writer, each in the batch's transaction)
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], None]) -> None:
+        self._check_open()
+        assert self._loop is not None
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._queue.put(_Call(fn, future))
+        await future
+
+    async def acquire_lease(
+        self, root: SessionId, *, holder: str, pid: int, now: float, ttl: float
+    ) -> Lease:
+        held: list[Lease] = []
+
+        def acquire(conn: sqlite3.Connection) -> None:
+            row = conn.execute(
+                "SELECT holder, pid, heartbeat, expires FROM leases WHERE root = ?", (root,)
+            ).fetchone()
+            if row is not None and row[0] != holder and float(row[3]) > now:
+                held.append(Lease(root, str(row[0]), int(row[1]), float(row[2]), float(row[3])))
+                return
+            conn.execute(
+                "INSERT INTO leases (root, holder, pid, heartbeat, expires) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(root) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, "
+                "heartbeat = excluded.heartbeat, expires = excluded.expires",
+                (root, holder, pid, now, now + ttl),
+            )
+            held.append(Lease(root, holder, pid, now, now + ttl))
+
+        await self._call(acquire)
+        return held[0]
+
+    async def release_lease(self, root: SessionId, *, holder: str) -> None:
+        def release(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM leases WHERE root = ? AND holder = ?", (root, holder))
+
+        await self._call(release)
+
+    async def get_lease(self, root: SessionId) -> Lease | None:
+        self._check_open()
+        rows = await asyncio.to_thread(
+            self._query_rows,
+            "SELECT holder, pid, heartbeat, expires FROM leases WHERE root = ?",
+            (root,),
+        )
+        if not rows:
+            return None
+        holder, pid, heartbeat, expires = rows[0]
+        return Lease(root, str(holder), int(pid), float(heartbeat), float(expires))
+
+    def _query_rows(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        with self._rlock:
+            conn = self._rconn
+            assert conn is not None
+            return list(conn.execute(sql, params).fetchall())
 
     # reads
 
@@ -418,12 +488,14 @@ class SqliteEventStore:
         return records
 
 
-def _session_of(item: _Append | _Create) -> SessionId:
+def _session_of(item: _Append | _Create | _Call) -> SessionId:
+    if isinstance(item, _Call):
+        return SessionId("")
     return item.header.id if isinstance(item, _Create) else item.session_id
 
 
 def _write_error(
-    exc: Exception, item: _Append | _Create, path: Path, *, culprit: bool
+    exc: Exception, item: _Append | _Create | _Call, path: Path, *, culprit: bool
 ) -> StoreError:
     if culprit and isinstance(exc, sqlite3.IntegrityError):
         return ConcurrencyConflict(

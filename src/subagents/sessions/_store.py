@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
 
 from ..ids import SessionId
 from ._events import EventRecord, SessionHeader
 
-__all__ = ["EventStore"]
+__all__ = ["EventStore", "Lease"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Which process holds a tree: only the holder materializes its agents."""
+
+    root: SessionId
+    holder: str
+    pid: int
+    heartbeat: float
+    expires: float
 
 
 class EventStore(Protocol):
@@ -59,6 +71,19 @@ class EventStore(Protocol):
     ) -> list[EventRecord]: ...
 
     async def get_header(self, session_id: SessionId, *, tenant: str) -> SessionHeader: ...
+
+    async def acquire_lease(
+        self, root: SessionId, *, holder: str, pid: int, now: float, ttl: float
+    ) -> Lease:
+        """Take or renew the lease of `root`'s tree unless another holder's lease is current.
+
+        Returns the lease in force afterwards: ours, or the other holder's.
+        """
+        ...
+
+    async def release_lease(self, root: SessionId, *, holder: str) -> None: ...
+
+    async def get_lease(self, root: SessionId) -> Lease | None: ...
 
     async def list_headers(
         self, *, tenant: str, roots_only: bool = True, root: SessionId | None = None
