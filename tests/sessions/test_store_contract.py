@@ -40,6 +40,9 @@ from subagents.sessions._events import (
     StepStart,
     SubagentCatalog,
     SubagentDescriptor,
+    TeamTaskClaimed,
+    TeamTaskCreated,
+    TeamTaskUpdated,
     ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
@@ -141,6 +144,11 @@ def one_of_each_kind() -> list[SessionEvent]:
             created_at=1_800_000_000.5,
         ),
         SubagentDescriptor(mode="continuable", provider="fork", label="Review", agent_model="m"),
+        TeamTaskCreated(
+            task_id="T1", subject="Write tests", blocked_by=("T0",), created_by="lead-id"
+        ),
+        TeamTaskClaimed(task_id="T1", owner="9b1f6c0e-2a7d-4c8e-9f3a-5d6b7c8e9f01"),
+        TeamTaskUpdated(task_id="T1", status="completed", note="done", by="someone"),
     ]
 
 

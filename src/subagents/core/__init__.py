@@ -12,6 +12,7 @@ from ._bus import (
 )
 from ._runtime import (
     AgentRuntime as AgentRuntime,
+    LeaseHeld as LeaseHeld,
     RunResult as RunResult,
     WorkTracker as WorkTracker,
     default_store_path as default_store_path,
@@ -28,6 +29,7 @@ __all__ = [
     "AgentStatusChanged",
     "CancelCause",
     "EventBus",
+    "LeaseHeld",
     "LiveEvent",
     "RunResult",
     "SessionEventPosted",

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -14,26 +17,30 @@ from typing import Literal, Self
 from .._clock import Clock, SystemClock
 from ..errors import ClosedError, ConfigError, ErrorCode
 from ..ids import SessionId, new_session_id
-from ..messages import AssistantMessage, Usage
+from ..messages import AssistantMessage, Usage, UserMessage
 from ..models import Model
 from ..sessions import (
     AssistantMessageEvent,
     EventRecord,
     EventStore,
+    InboxSpliced,
+    Lease,
     SessionEndSeed,
     SessionEvent,
     SessionHeader,
     StopReason,
     TurnEnd,
 )
+from ..sessions._events import InboxTarget
 from ..sessions._projections import UsageProjection, fold
 from ..sessions._repair import interrupted_turn_closers
 from ..sessions._session import Session
 from ..tools import ToolRegistry, ToolSpec
 from ._agent import Agent, AgentConfig
 from ._bus import AgentCreated, EventBus
+from ._inbox import Inbox
 
-__all__ = ["AgentRuntime", "RunResult", "WorkTracker"]
+__all__ = ["AgentRuntime", "LeaseHeld", "RunResult", "WorkTracker"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +86,13 @@ class WorkTracker:
         await self._changed.wait()
 
 
+LEASE_TTL_SECONDS = 30.0
+
+
+def _holder_name() -> str:
+    return f"{os.getpid()}@{socket.gethostname()}"
+
+
 class AgentRuntime:
     """Runs agents on one store and one model (the core, without delegation tools).
 
@@ -117,6 +131,8 @@ class AgentRuntime:
         self._store: EventStore | None = None
         self._agents: dict[SessionId, Agent] = {}
         self.work = WorkTracker()
+        self.holder = f"{_holder_name()}/{uuid.uuid4().hex[:8]}"
+        self._held: set[SessionId] = set()
         self._stack = AsyncExitStack()
         self._state: Literal["unopened", "opened", "closed"] = "unopened"
 
@@ -152,11 +168,42 @@ class AgentRuntime:
             return
         self._state = "closed"
         try:
+            await self.before_close()
             # Newest first: children were created after their parents, so they go first.
             for agent in reversed(list(self._agents.values())):
                 await agent.dispose(keep_inbox=True)
+            if self._store is not None:
+                for root in list(self._held):
+                    await self._store.release_lease(root, holder=self.holder)
         finally:
             await self._stack.aclose()
+
+    async def before_close(self) -> None:
+        """Extension hook: runs before agents are released."""
+
+    async def hold(self, root: SessionId) -> None:
+        """Take the lease of `root`'s tree for this process; the store renews it while open.
+
+        Raises `LeaseHeld` naming the process that holds it when another live process does.
+        """
+        if root in self._held:
+            return
+        lease = await self.store.acquire_lease(
+            root, holder=self.holder, pid=os.getpid(), now=time.time(), ttl=LEASE_TTL_SECONDS
+        )
+        if lease.holder != self.holder and _alive(lease):
+            raise LeaseHeld(
+                f"session {root} is held by process {lease.pid} ({lease.holder.split('/')[0]}); "
+                "wait for it to finish or stop that process",
+                code=ErrorCode.LEASE_HELD,
+                pid=lease.pid,
+            )
+        if lease.holder != self.holder:  # its holder died without releasing: take it over
+            await self.store.release_lease(root, holder=lease.holder)
+            await self.store.acquire_lease(
+                root, holder=self.holder, pid=os.getpid(), now=time.time(), ttl=LEASE_TTL_SECONDS
+            )
+        self._held.add(root)
 
     @property
     def store(self) -> EventStore:
@@ -192,6 +239,7 @@ class AgentRuntime:
             model_spec=self.model_spec,
         )
         await self.store.create(header)
+        await self.hold(header.id)
         return self._publish(Session(header, self.store, self.clock), config or AgentConfig())
 
     async def resume_agent(
@@ -202,6 +250,7 @@ class AgentRuntime:
         if existing is not None and not existing.disposed:
             return existing
         header = await self.store.get_header(SessionId(session_id), tenant=self.tenant)
+        await self.hold(header.root_id)
         records = await self.store.read(header.id, tenant=self.tenant)
         session = Session(header, self.store, self.clock, records)
         for event in interrupted_turn_closers(records):
@@ -249,6 +298,45 @@ class AgentRuntime:
         if events:
             session.submit_many(events)
         return self._publish(session, config)
+
+    async def read_header(self, session_id: SessionId) -> SessionHeader:
+        """A session's header: the loaded agent's, else the store's (tenant-checked)."""
+        live = self._agents.get(session_id)
+        if live is not None:
+            return live.session.header
+        return await self.store.get_header(session_id, tenant=self.tenant)
+
+    async def read_log(self, session_id: SessionId) -> list[EventRecord]:
+        """A session's records: the loaded agent's (with writes in flight), else the store's."""
+        live = self._agents.get(session_id)
+        if live is not None:
+            return live.session.records
+        return await self.store.read(session_id, tenant=self.tenant)
+
+    async def deliver(
+        self,
+        session_id: SessionId,
+        message: UserMessage,
+        *,
+        target: InboxTarget = "next-turn",
+        wake: bool = True,
+    ) -> None:
+        """Put `message` into an agent's inbox, durably.
+
+        The live agent's inbox, or else the stored session's log, where its next resume finds
+        it pending: a mailbox for agents that are not loaded.
+        """
+        live = self.get_agent(session_id)
+        if live is not None:
+            await live.send(message, target=target, wake=wake)
+            return
+        header = await self.store.get_header(session_id, tenant=self.tenant)
+        records = await self.store.read(header.id, tenant=self.tenant)
+        pending = Inbox(_no_submit, _no_flush)
+        pending.replay(records[header.seed_length :])
+        start = len(pending.next_turn if target == "next-turn" else pending.next_step)
+        session = Session(header, self.store, self.clock, records)
+        await session.append(InboxSpliced(target=target, start=start, inserted=(message,)))
 
     def _publish(self, session: Session, config: AgentConfig) -> Agent:
         agent = Agent(
@@ -324,6 +412,32 @@ def run_result(session_id: SessionId, records: Iterable[EventRecord]) -> RunResu
         error_code=end.error_code if end else None,
         error_message=end.error_message if end else None,
     )
+
+
+class LeaseHeld(ConfigError):
+    """Another live process holds the tree."""
+
+
+def _alive(lease: Lease) -> bool:
+    """Whether a lease's holder may still be running: on this host, ask the kernel."""
+    holder_host = lease.holder.split("/")[0].partition("@")[2]
+    if holder_host != socket.gethostname():
+        return True  # another host: trust the expiry
+    try:
+        os.kill(lease.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _no_submit(event: SessionEvent) -> EventRecord:
+    raise AssertionError("a replayed inbox is read-only")
+
+
+async def _no_flush() -> None:
+    raise AssertionError("a replayed inbox is read-only")
 
 
 def _resolve_cwd(cwd: str | Path | None) -> str:

@@ -29,6 +29,9 @@ __all__ = [
     "StopReason",
     "SubagentCatalog",
     "SubagentDescriptor",
+    "TeamTaskClaimed",
+    "TeamTaskCreated",
+    "TeamTaskUpdated",
     "ToolCallEvent",
     "ToolResultEvent",
     "TurnEnd",
@@ -183,6 +186,29 @@ class SubagentDescriptor(_Event, frozen=True, kw_only=True, tag="subagent/descri
     agent_model: str | None = None
 
 
+class TeamTaskCreated(_Event, frozen=True, kw_only=True, tag="team/task-created"):
+    """A task on the tree's shared board (stored in the root's log)."""
+
+    task_id: str
+    subject: str
+    description: str = ""
+    blocked_by: tuple[str, ...] = ()
+    created_by: str
+
+
+class TeamTaskClaimed(_Event, frozen=True, kw_only=True, tag="team/task-claimed"):
+    task_id: str
+    owner: str
+    """The claiming agent's session id (names are resolved when shown)."""
+
+
+class TeamTaskUpdated(_Event, frozen=True, kw_only=True, tag="team/task-updated"):
+    task_id: str
+    status: Literal["pending", "in_progress", "completed"]
+    note: str = ""
+    by: str
+
+
 SessionEvent: TypeAlias = (
     TurnStart
     | TurnEnd
@@ -198,6 +224,9 @@ SessionEvent: TypeAlias = (
     | SessionEndSeed
     | SubagentCatalog
     | SubagentDescriptor
+    | TeamTaskCreated
+    | TeamTaskClaimed
+    | TeamTaskUpdated
 )
 
 EVENT_KINDS: dict[str, type[SessionEvent]] = {
@@ -217,6 +246,9 @@ EVENT_KINDS: dict[str, type[SessionEvent]] = {
         SessionEndSeed,
         SubagentCatalog,
         SubagentDescriptor,
+        TeamTaskCreated,
+        TeamTaskClaimed,
+        TeamTaskUpdated,
     )
 }
 

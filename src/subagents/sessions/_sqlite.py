@@ -14,6 +14,7 @@ import queue
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,8 @@ class _Outcome:
 
 
 _STOP = object()
+LEASE_RENEW_SECONDS = 10.0
+"""How often the writer renews the leases this store holds (they last 30 s)."""
 
 
 class SqliteEventStore:
@@ -151,6 +154,8 @@ class SqliteEventStore:
         self._rconn: sqlite3.Connection | None = None
         self._rlock = threading.Lock()
         self._writer: threading.Thread | None = None
+        self._kept: dict[SessionId, tuple[str, int, float]] = {}  # leases to renew
+        self._renewed = time.time()
 
     # lifecycle
 
@@ -255,7 +260,12 @@ class SqliteEventStore:
             while not stop:
                 batch: list[_Append | _Create | _Call] = []
                 size = 0
-                item = self._queue.get()
+                if time.time() - self._renewed > LEASE_RENEW_SECONDS:
+                    self._renew_leases(conn)
+                try:
+                    item = self._queue.get(timeout=LEASE_RENEW_SECONDS)
+                except queue.Empty:
+                    continue
                 while True:
                     if item is _STOP:
                         stop = True
@@ -392,13 +402,34 @@ class SqliteEventStore:
             held.append(Lease(root, holder, pid, now, now + ttl))
 
         await self._call(acquire)
+        if held[0].holder == holder:
+            self._kept[root] = (holder, pid, ttl)
         return held[0]
 
     async def release_lease(self, root: SessionId, *, holder: str) -> None:
         def release(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM leases WHERE root = ? AND holder = ?", (root, holder))
 
+        kept = self._kept.get(root)
+        if kept is not None and kept[0] == holder:
+            del self._kept[root]
         await self._call(release)
+
+    def _renew_leases(self, conn: sqlite3.Connection) -> None:
+        """Extend every lease this store holds (in the writer thread, between batches)."""
+        now = time.time()
+        self._renewed = now
+        if not self._kept:
+            return
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("BEGIN IMMEDIATE")
+            for root, (holder, pid, ttl) in list(self._kept.items()):
+                conn.execute(
+                    "UPDATE leases SET heartbeat = ?, expires = ?, pid = ? "
+                    "WHERE root = ? AND holder = ?",
+                    (now, now + ttl, pid, root, holder),
+                )
+            conn.execute("COMMIT")
 
     async def get_lease(self, root: SessionId) -> Lease | None:
         self._check_open()
@@ -478,13 +509,13 @@ class SqliteEventStore:
             (session_id, from_seq),
         )
         records: list[EventRecord] = []
-        for offset, (seq, kind, v, time, payload) in enumerate(rows):
+        for offset, (seq, kind, v, stamp, payload) in enumerate(rows):
             if seq != from_seq + offset:
                 raise StoreError(
                     f'the log of session "{session_id}" has a gap before seq {seq}',
                     code=ErrorCode.STORE_CORRUPT,
                 )
-            records.append(EventRecord(seq, time, decode_event(kind, v, payload)))
+            records.append(EventRecord(seq, stamp, decode_event(kind, v, payload)))
         return records
 
 

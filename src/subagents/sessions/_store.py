@@ -77,7 +77,8 @@ class EventStore(Protocol):
     ) -> Lease:
         """Take or renew the lease of `root`'s tree unless another holder's lease is current.
 
-        Returns the lease in force afterwards: ours, or the other holder's.
+        Returns the lease in force afterwards: ours, or the other holder's. A lease taken is
+        renewed by the store (wall-clock time) until it is released or the store closes.
         """
         ...
 
