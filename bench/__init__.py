@@ -1,0 +1,1 @@
+"""Benchmarks of BENCHMARKS.md: `python -m bench` (see bench/README.md). Never run by pytest."""

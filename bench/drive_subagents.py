@@ -1,0 +1,143 @@
+"""`subagents` on the scripted model with the durable SQLite store (a fresh file per run).
+
+Run as `python -m bench.drive_subagents --scenario S1 --size 200 --warm-size 5` (the parent
+does this in a fresh process for every measured run). The lead delegates through the
+`subagent` tool in the foreground; children get the default names agent-1, agent-2... and
+the script's `"*"` entry answers each of them with `child-answer`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from importlib.metadata import version
+from pathlib import Path
+
+from subagents import DelegationOptions, Runtime
+from subagents.models import ScriptedCall, ScriptedModel, ScriptedResponse
+from subagents.sessions import (
+    AssistantMessageEvent,
+    ModelErrorEvent,
+    SessionHeader,
+    SqliteEventStore,
+    ToolResultEvent,
+)
+
+from ._harness import (
+    CHILD_ANSWER,
+    CHILD_PROMPT,
+    LEAD_ANSWER,
+    LEAD_PROMPT,
+    TOOL_DESCRIPTION,
+    Observed,
+    RunSpec,
+    Stopwatch,
+    worker_main,
+)
+
+TENANT = "default"
+CALL = ScriptedCall("subagent", {"description": TOOL_DESCRIPTION, "prompt": CHILD_PROMPT})
+# Background delegation is not used, but the benchmarks raise the per-owner cap anyway
+# (DESIGN.md 4.3) so that no limit of the runtime shapes the numbers.
+DELEGATION = DelegationOptions(task_capacity=100_000)
+
+
+def lead_script(spec: RunSpec) -> list[ScriptedResponse]:
+    """The responses of one lead run."""
+    final = ScriptedResponse(text=LEAD_ANSWER)
+    match spec.shape:
+        case "sequential":
+            return [ScriptedResponse(calls=(CALL,)) for _ in range(spec.size)] + [final]
+        case "runs":
+            return [ScriptedResponse(calls=(CALL,)), final]
+        case "fanout":
+            # One response, `size` parallel calls (ids call_0_0, call_0_1, ...).
+            return [ScriptedResponse(calls=(CALL,) * spec.size), final]
+
+
+def model_for(spec: RunSpec) -> ScriptedModel:
+    child = ScriptedResponse(text=CHILD_ANSWER, sleep=spec.child_sleep)
+    # No clock argument: the scripted model sleeps on the real SystemClock.
+    return ScriptedModel({"lead": lead_script(spec), "*": [child]})
+
+
+async def run(spec: RunSpec) -> Observed:
+    """One run: a fresh database file, an open runtime, then the timed lead run(s)."""
+    model = model_for(spec)
+    with tempfile.TemporaryDirectory(prefix="subagents-bench-") as tmp:
+        db = Path(tmp) / "bench.db"
+        outputs: list[str] = []
+        problems: list[str] = []
+        async with Runtime(model=model, store=db, delegation=DELEGATION) as rt:
+            runs = spec.size if spec.shape == "runs" else 1
+            with Stopwatch() as watch:
+                for _ in range(runs):
+                    result = await rt.run(LEAD_PROMPT)
+                    outputs.append(result.output)
+                    if result.stop_reason != "completed":
+                        problems.append(f"a lead run ended {result.stop_reason}")
+                # `run` already returns with its writes committed; this barrier keeps "every
+                # event durable inside the timed part" true whatever `run` does internally.
+                await rt.store.flush()
+        observed = await count_from_store(db, watch, outputs, problems)
+    check_consumption(spec, model, observed)
+    return observed
+
+
+async def count_from_store(
+    db: Path, watch: Stopwatch, outputs: list[str], problems: list[str]
+) -> Observed:
+    """Count model calls and the lead's child results from the closed database, reopened."""
+    observed = Observed(
+        watch=watch,
+        lead_calls=0,
+        child_calls=0,
+        child_results=[],
+        lead_outputs=outputs,
+        problems=problems,
+    )
+    async with SqliteEventStore(db) as store:
+        headers: list[SessionHeader] = await store.list_headers(tenant=TENANT, roots_only=False)
+        for header in headers:
+            records = await store.read(header.id, tenant=TENANT)
+            calls = sum(
+                isinstance(r.event, AssistantMessageEvent | ModelErrorEvent) for r in records
+            )
+            if header.parent is None:
+                observed.lead_calls += calls
+                for record in records:
+                    event = record.event
+                    if isinstance(event, ToolResultEvent):
+                        message = event.message
+                        text = f"error: {message.content}" if message.is_error else message.content
+                        observed.child_results.append(text)
+            else:
+                observed.child_calls += calls
+    return observed
+
+
+def check_consumption(spec: RunSpec, model: ScriptedModel, observed: Observed) -> None:
+    """Cross-check the store's counts against what the scripted model handed out.
+
+    The scripted model records, per agent full name, how many of its responses were consumed.
+    """
+    consumed: dict[str, int] = dict(model._consumed)  # no public accessor; checked by name
+    lead = consumed.pop("lead", 0)
+    children = Counter(consumed.values())
+    want_lead = 2 if spec.shape == "runs" else len(lead_script(spec))
+    want_children = {1: 1} if spec.shape == "runs" else {1: spec.size}
+    if lead != want_lead:
+        observed.problems.append(f"the script's lead consumed {lead} responses, not {want_lead}")
+    if dict(children) != want_children:
+        observed.problems.append(
+            f"children consumed responses {dict(children)} (count: children), "
+            f"expected {want_children}"
+        )
+
+
+def main() -> int:
+    return worker_main("subagents", run, version=version("subagents"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
