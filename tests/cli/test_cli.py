@@ -15,6 +15,7 @@ def test_demo_runs_a_scripted_tree(cli: Cli, home: Path) -> None:
     assert "13 words" in done.stdout
     assert "lead  [completed]  root" in done.stdout
     assert "    reviewer/checker  [completed]  one-shot" in done.stdout
+    assert "  reviewer  [completed]  continuable" in done.stdout
     assert done.stderr == ""  # quiet when stderr is not a terminal
     assert (home / "state.db").exists()
 
@@ -28,19 +29,19 @@ def test_demo_runs_a_scripted_tree(cli: Cli, home: Path) -> None:
     tree = json.loads(cli("tree", row["session_id"], "--json").stdout)
     assert [(r["name"], r["parent"], r["mode"], r["status"], r["depth"]) for r in tree] == [
         ("lead", None, "root", "completed", 0),
-        ("researcher", "lead", "one-shot", "completed", 1),
-        ("reviewer", "lead", "one-shot", "completed", 1),
+        ("reviewer", "lead", "continuable", "completed", 1),
         ("reviewer/checker", "reviewer", "one-shot", "completed", 2),
+        ("researcher", "lead", "one-shot", "completed", 1),
     ]
-    assert [r["usage"]["model_calls"] for r in tree] == [3, 2, 2, 1]
+    assert [r["usage"]["model_calls"] for r in tree] == [3, 2, 1, 2]
     assert tree[0]["total_usage"]["model_calls"] == 8
-    assert tree[1]["label"] == "Measure the motto"
+    assert tree[3]["label"] == "Measure the motto"
 
     events = json.loads(cli("log", "lead", "--json").stdout)
     kinds = [e["kind"] for e in events]
     assert [e["seq"] for e in events] == list(range(len(events)))
     assert kinds[:2] == ["agent/inbox/spliced", "turn/start"]
-    assert kinds.count("tool/call") == kinds.count("tool/result") == 4
+    assert kinds.count("tool/call") == kinds.count("tool/result") == 3
     assert kinds.count("subagent/catalog") == 2
     assert kinds[-1] == "turn/end"
     assert events[-1]["payload"]["reason"] == "completed"

@@ -10,6 +10,7 @@ from ._bus import (
     LiveEvent as LiveEvent,
     SessionEventPosted as SessionEventPosted,
 )
+from ._inbox import replay_inbox as replay_inbox
 from ._runtime import (
     AgentRuntime as AgentRuntime,
     LeaseHeld as LeaseHeld,
@@ -35,5 +36,6 @@ __all__ = [
     "SessionEventPosted",
     "WorkTracker",
     "default_store_path",
+    "replay_inbox",
     "run_result",
 ]

@@ -16,7 +16,7 @@ from ..messages import UserMessage
 from ..sessions import EventRecord, InboxSpliced, SessionEvent, UserMessageEvent
 from ..sessions._events import InboxTarget
 
-__all__ = ["Inbox"]
+__all__ = ["Inbox", "replay_inbox"]
 
 Submit = Callable[[SessionEvent], EventRecord]
 Flush = Callable[[], Awaitable[None]]
@@ -116,3 +116,18 @@ class Inbox:
                 if message.id == message_id:
                     del items[index]
                     return
+
+
+def _read_only(event: SessionEvent) -> EventRecord:
+    raise AssertionError("a replayed inbox is read-only")
+
+
+async def _no_flush() -> None:
+    raise AssertionError("a replayed inbox is read-only")
+
+
+def replay_inbox(records: Iterable[EventRecord]) -> Inbox:
+    """The pending input a log holds (records after any fork seed), as a read-only inbox."""
+    inbox = Inbox(_read_only, _no_flush)
+    inbox.replay(records)
+    return inbox

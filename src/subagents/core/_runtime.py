@@ -38,7 +38,7 @@ from ..sessions._session import Session
 from ..tools import ToolRegistry, ToolSpec
 from ._agent import Agent, AgentConfig
 from ._bus import AgentCreated, EventBus
-from ._inbox import Inbox
+from ._inbox import replay_inbox
 
 __all__ = ["AgentRuntime", "LeaseHeld", "RunResult", "WorkTracker"]
 
@@ -332,8 +332,7 @@ class AgentRuntime:
             return
         header = await self.store.get_header(session_id, tenant=self.tenant)
         records = await self.store.read(header.id, tenant=self.tenant)
-        pending = Inbox(_no_submit, _no_flush)
-        pending.replay(records[header.seed_length :])
+        pending = replay_inbox(records[header.seed_length :])
         start = len(pending.next_turn if target == "next-turn" else pending.next_step)
         session = Session(header, self.store, self.clock, records)
         await session.append(InboxSpliced(target=target, start=start, inserted=(message,)))
@@ -430,14 +429,6 @@ def _alive(lease: Lease) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _no_submit(event: SessionEvent) -> EventRecord:
-    raise AssertionError("a replayed inbox is read-only")
-
-
-async def _no_flush() -> None:
-    raise AssertionError("a replayed inbox is read-only")
 
 
 def _resolve_cwd(cwd: str | Path | None) -> str:

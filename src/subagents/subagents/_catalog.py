@@ -8,13 +8,22 @@ its session id.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from ..ids import SessionId
-from ..sessions import EventRecord, EventStore, SubagentCatalog
+from ..sessions import EventRecord, EventStore, SessionHeader, SubagentCatalog
 from ._naming import ROOT_NAME, full_name, is_name
 
-__all__ = ["catalog_entries", "child_names", "member_name", "resolve_name"]
+__all__ = [
+    "HeaderReader",
+    "LogReader",
+    "catalog_entries",
+    "child_names",
+    "full_name_of",
+    "member_name",
+    "resolve_name",
+    "store_readers",
+]
 
 
 def catalog_entries(records: Iterable[EventRecord]) -> list[SubagentCatalog]:
@@ -27,9 +36,23 @@ def child_names(records: Iterable[EventRecord]) -> dict[str, str]:
     return {e.child_id: e.name for e in catalog_entries(records) if e.name is not None}
 
 
-async def resolve_name(
-    store: EventStore, *, tenant: str, start: SessionId, path: str
-) -> SessionId | None:
+LogReader = Callable[[SessionId], Awaitable[Sequence[EventRecord]]]
+HeaderReader = Callable[[SessionId], Awaitable[SessionHeader]]
+
+
+def store_readers(store: EventStore, tenant: str) -> tuple[LogReader, HeaderReader]:
+    """Readers over the store alone (for a tree no process has loaded)."""
+
+    async def read(session_id: SessionId) -> Sequence[EventRecord]:
+        return await store.read(session_id, tenant=tenant)
+
+    async def header(session_id: SessionId) -> SessionHeader:
+        return await store.get_header(session_id, tenant=tenant)
+
+    return read, header
+
+
+async def resolve_name(read: LogReader, *, start: SessionId, path: str) -> SessionId | None:
     """Resolve a name path (`reviewer/checker`) below `start`.
 
     Reads only the catalogs along the path. Grants nothing: callers authorize the returned id
@@ -40,7 +63,7 @@ async def resolve_name(
         return None
     current = start
     for segment in segments:
-        records = await store.read(current, tenant=tenant)
+        records = await read(current)
         found = next(
             (
                 SessionId(e.child_id)
@@ -53,6 +76,22 @@ async def resolve_name(
             return None
         current = found
     return current
+
+
+async def full_name_of(read: LogReader, read_header: HeaderReader, header: SessionHeader) -> str:
+    """A member's full name, rebuilt from the catalogs along its creation chain.
+
+    A member whose creator (or any creator above it) recorded no name is named by its id.
+    """
+    segments: list[str] = []
+    current = header
+    while current.parent is not None:
+        name = child_names(await read(current.parent)).get(current.id)
+        if name is None:
+            return header.id
+        segments.append(name)
+        current = await read_header(current.parent)
+    return "/".join(reversed(segments)) or ROOT_NAME
 
 
 def _segments(path: str) -> Sequence[str]:

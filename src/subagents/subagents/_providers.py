@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeAlias
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..core import Agent, AgentConfig, AgentRuntime
 from ..ids import SessionId
@@ -20,6 +20,7 @@ from ._results import SubagentResult, result_from_log
 
 __all__ = [
     "Capability",
+    "ContinuableProvider",
     "InProcessProvider",
     "InProcessRun",
     "StartRequest",
@@ -93,6 +94,21 @@ class SubagentProvider(Protocol):
     async def start(self, request: StartRequest) -> SubagentRun: ...
 
 
+@runtime_checkable
+class ContinuableProvider(Protocol):
+    """A provider whose children can be continuable: it has a `continuable_seed`."""
+
+    @property
+    def name(self) -> str: ...
+
+    def continuable_seed(self, parent: Agent) -> list[SessionEvent]:
+        """What a continuable child of `parent` starts with.
+
+        Data only: the runtime creates the child.
+        """
+        ...
+
+
 def completed_turns(records: Sequence[EventRecord]) -> list[SessionEvent]:
     """The parent's completed-turn prefix: everything up to its last `turn/end`.
 
@@ -163,8 +179,11 @@ class InProcessProvider:
     def inherits_parent_context(self) -> bool:
         return self._inherits
 
+    def continuable_seed(self, parent: Agent) -> list[SessionEvent]:
+        return completed_turns(parent.session.records) if self._inherits else []
+
     async def start(self, request: StartRequest) -> SubagentRun:
-        seed = completed_turns(request.parent.session.records) if self._inherits else []
+        seed = self.continuable_seed(request.parent)
         descriptor = SubagentDescriptor(mode="one-shot", provider=self._name, label=request.label)
         child = await self._runtime.create_child(
             request.parent,

@@ -5,16 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import Literal, Self
 
 from .._clock import Clock
-from ..core import AgentRuntime
+from ..core import Agent, AgentConfig, AgentRuntime
 from ..models import Model
 from ..sessions import EventStore
 from ..tools import ToolSpec
+from ._continuable import ContinuableManager
 from ._providers import InProcessProvider
 from ._service import Admission, SubagentService
 from ._tasks import TaskRegistry
+from ._team import TeamBoards, team_tools
+from ._tool_control import control_tools, report_tool
 from ._tool_subagent import SubagentToolConfig, mount_subagent_tool
 from ._tool_tasks import task_tools
 from ._wording import delegation_statement
@@ -36,6 +39,11 @@ class DelegationOptions:
     """Task notices that may wake an idle agent in a row before they wait for its next turn."""
     fork_tool: bool = True
     """Offer `subagent_fork` beside `subagent`."""
+    background_mode: Literal["continuable", "one-shot"] = "continuable"
+    """What `run_in_background: true` starts: a continuable child (the default) or a
+    one-shot background task collected with `task_output`."""
+    team_tools: bool = True
+    """Offer the shared team task board."""
 
 
 class Runtime(AgentRuntime):
@@ -78,6 +86,14 @@ class Runtime(AgentRuntime):
             capacity_per_owner=self.delegation.task_capacity,
             max_consecutive_wakes=self.delegation.max_consecutive_wakes,
         )
+        self.continuable = ContinuableManager(
+            self,
+            self.subagents,
+            instructions=self._resumed_instructions,
+            setup=self._setup_continuable,
+        )
+        self.teams = TeamBoards(self, self.subagents)
+        self._report = report_tool(self.continuable)
 
     async def __aenter__(self) -> Self:
         await super().__aenter__()
@@ -85,6 +101,11 @@ class Runtime(AgentRuntime):
         options = self.delegation
         for spec in task_tools(self.tasks):
             self.tools.register(spec)
+        for spec in control_tools(self.continuable):
+            self.tools.register(spec)
+        if options.team_tools:
+            for spec in team_tools(self.teams):
+                self.tools.register(spec)
         self.subagents.register_provider(
             InProcessProvider(self, name="spawn", inherits_parent_context=False)
         )
@@ -94,9 +115,11 @@ class Runtime(AgentRuntime):
                 provider="spawn",
                 tool_name="subagent",
                 background=options.background,
+                background_mode=options.background_mode,
                 max_depth=options.max_depth,
             ),
             tasks=self.tasks,
+            continuable=self.continuable,
         )
         if options.fork_tool:
             self.subagents.register_provider(
@@ -108,11 +131,27 @@ class Runtime(AgentRuntime):
                     provider="fork",
                     tool_name="subagent_fork",
                     background=options.background,
+                    background_mode=options.background_mode,
                     max_depth=options.max_depth,
                 ),
                 tasks=self.tasks,
+                continuable=self.continuable,
             )
         return self
+
+    async def before_close(self) -> None:
+        # Continuable children are released child-first, without notices, keeping their
+        # pending input: the tree stays resumable from the log.
+        await self.continuable.aclose()
+
+    def _setup_continuable(self, agent: Agent) -> None:
+        agent.tools.register(self._report)
+
+    def _resumed_instructions(self, full_name: str, depth: int) -> str:
+        statement = delegation_statement(
+            full_name=full_name, depth=depth, max_depth=self.delegation.max_depth
+        )
+        return f"{AgentConfig().instructions}\n\n{statement}"
 
     def _child_instructions(self, admission: Admission) -> str:
         base = admission.parent.config.instructions.split("\n\nYou are the delegated subagent")[0]

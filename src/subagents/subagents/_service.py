@@ -162,6 +162,10 @@ class SubagentService:
 
     # -- events -------------------------------------------------------------------------------
 
+    def next_run_id(self) -> str:
+        """A fresh id pairing one `subagent/start` with its `subagent/end`."""
+        return f"run-{next(self._run_ids)}"
+
     def emit(self, event: object) -> None:
         self.runtime.bus.emit(event)
 
@@ -329,7 +333,7 @@ class SubagentService:
         finally:
             book.release(admission.name)  # a no-op once the catalog entry committed it
         started = SubagentStarted(
-            run_id=f"run-{next(self._run_ids)}",
+            run_id=self.next_run_id(),
             provider=admission.provider.name,
             child_id=run.id,
             name=admission.full_name,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..core import Agent
 from ..errors import ErrorCode, SubagentError, ToolError
@@ -18,6 +18,7 @@ from ._service import Admission, SubagentService
 from ._wording import prompt_description, tool_description
 
 if TYPE_CHECKING:
+    from ._continuable import ContinuableManager
     from ._tasks import TaskOutcome, TaskRegistry
 
 __all__ = ["SubagentToolConfig", "mount_subagent_tool", "subagent_tool"]
@@ -30,6 +31,9 @@ class SubagentToolConfig:
     provider: str = "spawn"
     tool_name: str = "subagent"
     background: bool = True
+    background_mode: Literal["continuable", "one-shot"] = "continuable"
+    """What `run_in_background: true` starts: a continuable child (addressable by name,
+    settles with a notice) or a one-shot background task."""
     max_depth: int | None = 3
 
 
@@ -74,8 +78,8 @@ def _parameters(*, inherits: bool, background: bool) -> JsonObject:
         properties["run_in_background"] = {
             "type": "boolean",
             "description": (
-                "Run the child as a background task and return its task id at once. "
-                "Defaults to false."
+                "Start the child in the background and keep working; you are notified when it "
+                "finishes. Defaults to false (wait for the answer)."
             ),
         }
     return {"type": "object", "properties": properties, "required": ["description", "prompt"]}
@@ -87,20 +91,28 @@ def subagent_tool(
     *,
     inherits: bool,
     tasks: TaskRegistry | None,
+    continuable: ContinuableManager | None = None,
 ) -> ToolSpec:
     """Build the tool for one provider instance."""
     name = config.tool_name
 
     async def handler(args: JsonObject, ctx: ToolContext) -> ToolResult | str:
         parent = calling_agent(service, ctx, name)
-        background = args.get("run_in_background") is True
-        if background and not config.background:
+        requested = args.get("run_in_background")
+        background = requested is True
+        if requested not in (None, False) and not config.background:
             # The schema omits the parameter, but undeclared keys pass validation: refuse loudly.
             raise SubagentError(
                 f"run_in_background is disabled for this tool instance ({name}); call it "
                 "without run_in_background to wait for the answer",
                 code=ErrorCode.BACKGROUND_DISABLED,
             )
+        for key in ("description", "prompt"):
+            if not str(args[key]).strip():
+                # The schema's minLength lets blank text through; a child cannot act on it.
+                raise SubagentError(
+                    f"invalid {key}: expected text that is not blank", code=ErrorCode.USAGE
+                )
         admission = service.admit(
             config.provider,
             parent=parent,
@@ -110,6 +122,18 @@ def subagent_tool(
             cwd=args.get("cwd"),
             max_depth=config.max_depth,
         )
+        if background and config.background_mode == "continuable" and continuable is not None:
+            try:
+                await service.check_cwd(admission)
+            except BaseException:
+                service.cancel(admission)
+                raise
+            act, _ = await continuable.start(admission)
+            return (
+                f'started background subagent "{act.full_name}": it works on its own and you '
+                "will be notified when it settles; continue it with send_message(agent="
+                f'"{admission.name}") once it has, or stop it with interrupt_agent'
+            )
         if background:
             try:
                 if tasks is None:
@@ -126,7 +150,11 @@ def subagent_tool(
 
     return ToolSpec(
         name=name,
-        description=tool_description(inherits=inherits, background=config.background),
+        description=tool_description(
+            inherits=inherits,
+            background=config.background,
+            continuable=config.background_mode == "continuable" and continuable is not None,
+        ),
         parameters=_parameters(inherits=inherits, background=config.background),
         handler=handler,
         parallel_safe=True,
@@ -183,6 +211,7 @@ def mount_subagent_tool(
     config: SubagentToolConfig,
     *,
     tasks: TaskRegistry | None,
+    continuable: ContinuableManager | None = None,
 ) -> Callable[[], None]:
     """Keep the tool registered exactly while its provider is.
 
@@ -200,7 +229,13 @@ def mount_subagent_tool(
         if provider is None or mounted:
             return
         registry.register(
-            subagent_tool(service, config, inherits=provider.inherits_parent_context, tasks=tasks)
+            subagent_tool(
+                service,
+                config,
+                inherits=provider.inherits_parent_context,
+                tasks=tasks,
+                continuable=continuable,
+            )
         )
         mounted = True
 

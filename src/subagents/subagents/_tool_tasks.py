@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from ..errors import ErrorCode, SubagentError
 from ..ids import SessionId
 from ..messages import JsonObject
@@ -22,7 +24,8 @@ def _task_id(args: JsonObject) -> str:
     task_id = str(args["task_id"])
     if not task_id.strip():
         raise SubagentError(
-            'invalid task_id: expected a non-empty string, got ""', code=ErrorCode.USAGE
+            f"invalid task_id: expected a non-empty string, got {json.dumps(task_id)}",
+            code=ErrorCode.USAGE,
         )
     return task_id
 

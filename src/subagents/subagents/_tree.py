@@ -9,7 +9,7 @@ from ..errors import NotFoundError
 from ..ids import SessionId
 from ..sessions import EventRecord, EventStore, SessionHeader, SubagentCatalog
 from ..sessions._projections import StatusProjection, UsageProjection, fold
-from ._catalog import catalog_entries, member_name, resolve_name
+from ._catalog import catalog_entries, member_name, resolve_name, store_readers
 from ._naming import ROOT_NAME
 
 __all__ = ["TreeMember", "find_member", "load_tree", "tree_json"]
@@ -71,7 +71,8 @@ async def find_member(store: EventStore, root: SessionHeader, name: str) -> Sess
     """The session of `name` (a full path, optionally with a leading `/`) in `root`'s tree."""
     if name in (ROOT_NAME, f"/{ROOT_NAME}"):
         return root
-    child = await resolve_name(store, tenant=root.tenant, start=root.id, path=name.lstrip("/"))
+    read, _ = store_readers(store, root.tenant)
+    child = await resolve_name(read, start=root.id, path=name.lstrip("/"))
     if child is None:
         raise NotFoundError(
             f"no agent named {name!r} in session {root.id}; `subagents tree {root.id}` lists "

@@ -29,8 +29,18 @@ _NAMES = (
 )
 
 
-def tool_description(*, inherits: bool, background: bool) -> str:
-    return (_INHERITS if inherits else _FRESH) + _NAMES + (_BACKGROUND if background else "")
+_CONTINUABLE = (
+    " By default the call waits for the answer. For independent work set "
+    "`run_in_background: true` and start several children in one message: each returns at "
+    "once and keeps working on its own; when it settles you get a notice with its outcome and "
+    "closing message. The child stays available by name: `send_message` gives it a later turn, "
+    "`interrupt_agent` stops its current turn, `list_agents` shows your children."
+)
+
+
+def tool_description(*, inherits: bool, background: bool, continuable: bool = False) -> str:
+    tail = (_CONTINUABLE if continuable else _BACKGROUND) if background else ""
+    return (_INHERITS if inherits else _FRESH) + _NAMES + tail
 
 
 def prompt_description(*, inherits: bool) -> str:

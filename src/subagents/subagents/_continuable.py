@@ -1,0 +1,433 @@
+"""Continuable children: long-lived, addressable by name, resumable from the log.
+
+A continuable child has one durable session and at most one live activation per process. Its
+inbox is the only queue. An activation stays resident while it runs, while accepted messages
+wait to be claimed, and while children it started are still resident (waiting); once it is
+quiescent and owns nothing it settles: the activation is released child-first, the child's
+direct parent gets a settlement notice naming it by full name, and the child stays `ready` in
+storage, from where a later message cold-resumes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .._tasks import TaskOwner
+from ..core import Agent, AgentConfig, AgentRuntime, replay_inbox
+from ..errors import ErrorCode, NotFoundError, SubagentError
+from ..ids import SessionId
+from ..messages import MessageSource, UserMessage, user_message
+from ..sessions import EventRecord, SessionHeader, SubagentCatalog, SubagentDescriptor
+from ..sessions._repair import interrupted_turn_closers
+from ._catalog import full_name_of
+from ._providers import ContinuableProvider
+from ._results import SubagentResult, result_from_log, settlement_line
+from ._service import Admission, SubagentEnded, SubagentService, SubagentStarted
+
+__all__ = ["Activation", "ContinuableManager", "notice_text"]
+
+log = logging.getLogger("subagents.continuable")
+
+
+@dataclass(eq=False)
+class Activation:
+    """One residency epoch of a continuable child in this process."""
+
+    agent: Agent
+    parent_id: SessionId
+    full_name: str
+    provider: str
+    run_id: str
+    epoch_start: int
+    owner: Activation | None
+    owned: set[Activation] = field(default_factory=set["Activation"])
+    accepting: int = 0
+    announced: bool = False
+    closing: bool = False
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    poke: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def id(self) -> SessionId:
+        return self.agent.id
+
+
+def _pending(records: Sequence[EventRecord]) -> bool:
+    """Whether a log holds accepted input no turn has claimed."""
+    return bool(replay_inbox(records))
+
+
+def notice_text(full_name: str, result: SubagentResult) -> str:
+    """The settlement notice a parent receives when a background child settles."""
+    opening = settlement_line(full_name, result.stop_reason)
+    if result.output:
+        return f"{opening}\nIts closing message:\n{result.output}"
+    return f"{opening}\nIt left no closing message."
+
+
+class ContinuableManager:
+    """The activations of one runtime."""
+
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        service: SubagentService,
+        *,
+        instructions: Callable[[str, int], str],
+        setup: Callable[[Agent], None],
+    ) -> None:
+        self.runtime = runtime
+        self.service = service
+        self._instructions = instructions
+        self._setup = setup
+        self._acts: dict[SessionId, Activation] = {}
+        self._locks: dict[SessionId, asyncio.Lock] = {}
+        self._tasks = TaskOwner("continuable children")
+        self._closing = False
+
+    def get(self, child_id: str) -> Activation | None:
+        return self._acts.get(SessionId(child_id))
+
+    def resident(self) -> list[Activation]:
+        return list(self._acts.values())
+
+    # -- starting -----------------------------------------------------------------------------
+
+    async def start(self, admission: Admission) -> tuple[Activation, UserMessage]:
+        """Create a continuable child and queue its first prompt (durably accepted)."""
+        if self._closing:
+            raise SubagentError(
+                "continuable subagents are draining; the operation was not admitted",
+                code=ErrorCode.DRAINING,
+            )
+        parent = admission.parent
+        book = self.service.name_book(parent)
+        provider = admission.provider
+        if not isinstance(provider, ContinuableProvider):
+            book.release(admission.name)
+            raise SubagentError(
+                f'subagent provider "{provider.name}" does not support continuable children '
+                "(no continuable_seed)",
+                code=ErrorCode.UNSUPPORTED_CAPABILITY,
+            )
+        try:
+            seed = provider.continuable_seed(parent)
+            descriptor = SubagentDescriptor(
+                mode="continuable", provider=admission.provider.name, label=admission.label
+            )
+            child = await self.runtime.create_child(
+                parent,
+                config=AgentConfig(
+                    name=admission.full_name,
+                    instructions=self._instructions(admission.full_name, admission.depth),
+                    max_parallel_tools=parent.config.max_parallel_tools,
+                    max_tokens=parent.config.max_tokens,
+                ),
+                cwd=admission.cwd,
+                seed=seed,
+                first_events=(descriptor,),
+            )
+            parent.record(
+                SubagentCatalog(
+                    child_id=child.id,
+                    name=admission.name,
+                    mode="continuable",
+                    provider=admission.provider.name,
+                    label=admission.label,
+                    created_at=self.runtime.clock.now(),
+                )
+            )
+            book.commit(admission.name)
+        finally:
+            book.release(admission.name)
+        act = self._activate(child, parent.id, admission.full_name, admission.provider.name)
+        source = MessageSource(kind="parent", name=parent.name)
+        act.accepting += 1
+        try:
+            message = await child.send(admission.prompt, source=source)
+        finally:
+            act.accepting -= 1
+            act.poke.set()
+        act.announced = True
+        return act, message
+
+    def _activate(
+        self,
+        agent: Agent,
+        parent_id: SessionId,
+        full_name: str,
+        provider: str,
+        *,
+        epoch_start: int | None = None,
+    ) -> Activation:
+        owner = self._acts.get(parent_id)
+        act = Activation(
+            agent=agent,
+            parent_id=parent_id,
+            full_name=full_name,
+            provider=provider,
+            run_id=self.service.next_run_id(),
+            epoch_start=agent.session.next_seq if epoch_start is None else epoch_start,
+            owner=owner,
+        )
+        if owner is not None:
+            owner.owned.add(act)
+        self._acts[agent.id] = act
+        self._setup(agent)
+        self.runtime.work.begin()
+        self.service.emit(
+            SubagentStarted(
+                run_id=act.run_id,
+                provider=provider,
+                child_id=agent.id,
+                name=full_name,
+                parent_id=parent_id,
+                local=True,
+            )
+        )
+        self._tasks.spawn(self._watch(act), name=f"settle {full_name}")
+        return act
+
+    # -- settling -----------------------------------------------------------------------------
+
+    async def _watch(self, act: Activation) -> None:
+        """Wait until the activation is settled, then release it (with its notice)."""
+        while True:
+            await act.agent.when_idle()
+            act.poke.clear()
+            if act.agent.status == "running":
+                continue
+            if act.accepting or act.owned:
+                await act.poke.wait()
+                continue
+            break
+        await self._release(act, notify=True, keep_inbox=False)
+
+    async def _release(self, act: Activation, *, notify: bool, keep_inbox: bool) -> None:
+        """Release `act` and what it owns, child-first; notify its parent; emit the end."""
+        if act.closing:
+            await act.released.wait()
+            return
+        act.closing = True
+        result = SubagentResult(output="", stop_reason="error")
+        try:
+            await act.agent.cancel("parent", keep_inbox=keep_inbox)
+            for child in list(act.owned):
+                await self._release(child, notify=notify, keep_inbox=keep_inbox)
+            result = result_from_log(act.agent.session.records[act.epoch_start :])
+            try:
+                await act.agent.dispose(keep_inbox=keep_inbox)
+            except Exception as exc:
+                log.exception("subagent %s failed to release", act.full_name)
+                result = SubagentResult(output="", stop_reason="error", diagnostic=str(exc))
+            self._acts.pop(act.id, None)
+            if notify and act.announced:
+                await self._notify_parent(act, result)
+        finally:
+            if act.owner is not None:
+                act.owner.owned.discard(act)
+                act.owner.poke.set()
+            self.service.emit(
+                SubagentEnded(
+                    run_id=act.run_id,
+                    provider=act.provider,
+                    child_id=act.id,
+                    name=act.full_name,
+                    parent_id=act.parent_id,
+                    local=True,
+                    stop_reason=result.stop_reason,
+                    last_message=result.output or None,
+                )
+            )
+            self.runtime.work.end()
+            act.released.set()
+
+    async def _notify_parent(self, act: Activation, result: SubagentResult) -> None:
+        message = user_message(
+            notice_text(act.full_name, result),
+            source=MessageSource(kind="subagent-settled", name=act.full_name),
+        )
+        try:
+            parent = self.runtime.get_agent(act.parent_id)
+            parent_act = self._acts.get(act.parent_id)
+            if parent is None:
+                # The parent is not loaded: the notice waits in its log for its next resume.
+                await self.runtime.deliver(act.parent_id, message, wake=False)
+            elif parent_act is not None and parent_act.closing:
+                await parent.inject(message)  # waking a parent being released buys nothing
+            elif parent.status == "running":
+                await parent.steer(message)  # joins its next step
+            else:
+                await parent.followup(message)  # one new turn
+        except Exception:
+            log.exception("the settlement notice of %s was not delivered", act.full_name)
+
+    # -- messages -----------------------------------------------------------------------------
+
+    async def send(
+        self, caller: Agent, target: SessionId, text: str, *, source: MessageSource
+    ) -> tuple[Activation, UserMessage]:
+        """Deliver `text` as the target's next turn; only its exact live direct parent may.
+
+        The message is in the child's log before this returns. A released child is
+        cold-resumed from its own log first.
+        """
+        header = await self._header(target)
+        if header.parent != caller.id:
+            raise SubagentError(
+                f'subagent "{target}" belongs to another parent session; only its direct '
+                "parent can send it messages",
+                code=ErrorCode.UNAUTHORIZED,
+            )
+        act = await self._resident_or_resume(header)
+        act.accepting += 1
+        try:
+            message = await act.agent.followup(user_message(text, source=source))
+        finally:
+            act.accepting -= 1
+            act.poke.set()
+        return act, message
+
+    async def deliver_as_user(self, target: SessionId, text: str) -> tuple[Activation, UserMessage]:
+        """A person's message to any member of a stored tree (the user channel)."""
+        header = await self._header(target)
+        act = await self._resident_or_resume(header)
+        act.accepting += 1
+        try:
+            message = await act.agent.followup(
+                user_message(text, source=MessageSource(kind="user"))
+            )
+        finally:
+            act.accepting -= 1
+            act.poke.set()
+        return act, message
+
+    async def _header(self, target: SessionId) -> SessionHeader:
+        try:
+            return await self.runtime.read_header(target)
+        except NotFoundError:
+            raise SubagentError(
+                f'subagent "{target}" is unavailable; list_agents shows your children',
+                code=ErrorCode.NOT_RESUMABLE,
+            ) from None
+
+    async def _resident_or_resume(self, header: SessionHeader) -> Activation:
+        lock = self._locks.setdefault(header.id, asyncio.Lock())
+        async with lock:
+            act = self._acts.get(header.id)
+            while act is not None and act.closing:
+                await act.released.wait()
+                act = self._acts.get(header.id)
+            if act is None:
+                act = await self._resume(header)
+            return act
+
+    async def _resume(self, header: SessionHeader) -> Activation:
+        """Cold-resume a stored continuable child from its own log (no provider involved)."""
+        if self._closing:
+            raise SubagentError(
+                "continuable subagents are draining; the operation was not admitted",
+                code=ErrorCode.DRAINING,
+            )
+        records = await self.runtime.read_log(header.id)
+        own = records[header.seed_length :]
+        descriptor = next((r.event for r in own if isinstance(r.event, SubagentDescriptor)), None)
+        if descriptor is None or descriptor.mode != "continuable":
+            raise SubagentError(
+                f'subagent "{header.id}" has no supported continuation state and cannot be '
+                "resumed; do not retry send_message with this id",
+                code=ErrorCode.NOT_RESUMABLE,
+            )
+        full_name = await full_name_of(self.runtime.read_log, self.runtime.read_header, header)
+        # The epoch starts before any repair, so a turn a crash cut off counts as stopped.
+        epoch_start = len(records)
+        agent = await self.runtime.resume_agent(
+            header.id,
+            config=AgentConfig(
+                name=full_name, instructions=self._instructions(full_name, header.depth)
+            ),
+        )
+        assert header.parent is not None
+        act = self._activate(
+            agent, header.parent, full_name, descriptor.provider, epoch_start=epoch_start
+        )
+        act.announced = True  # its next settlement is owed to its parent
+        agent.wake()  # messages accepted before a crash run now
+        return act
+
+    async def resume_unsettled(self, root: SessionHeader) -> list[Activation]:
+        """After a restart: reactivate the members a crash left unsettled.
+
+        Every continuable member of `root`'s tree with a turn cut off or accepted messages
+        never run is resumed, so it finishes its work and its parent hears how it ended.
+        """
+        headers = await self.runtime.store.list_headers(
+            tenant=root.tenant, roots_only=False, root=root.id
+        )
+        resumed: list[Activation] = []
+        for header in sorted(headers, key=lambda h: (h.depth, h.created_at)):
+            if header.parent is None or self._acts.get(header.id) is not None:
+                continue
+            records = await self.runtime.read_log(header.id)
+            own = records[header.seed_length :]
+            descriptor = next(
+                (r.event for r in own if isinstance(r.event, SubagentDescriptor)), None
+            )
+            if descriptor is None or descriptor.mode != "continuable":
+                continue
+            if not (interrupted_turn_closers(records) or _pending(own)):
+                continue
+            resumed.append(await self._resident_or_resume(header))
+        return resumed
+
+    # -- interrupts ---------------------------------------------------------------------------
+
+    async def interrupt(self, caller: Agent, target: SessionId) -> None:
+        """Stop the target's current turn; any live ancestor may.
+
+        Its queue, its activation and its children stay. An unknown or settled target is an
+        accepted no-op.
+        """
+        if target == caller.id:
+            raise SubagentError(
+                f'agent "{caller.name}" cannot interrupt itself', code=ErrorCode.UNAUTHORIZED
+            )
+        try:
+            header = await self.runtime.read_header(target)
+        except NotFoundError:
+            return
+        if not await self._is_ancestor(caller.id, header):
+            raise SubagentError(
+                f'subagent "{target}" is not a live descendant of agent "{caller.name}"',
+                code=ErrorCode.UNAUTHORIZED,
+            )
+        await self.interrupt_any(target)
+
+    async def interrupt_any(self, target: SessionId) -> bool:
+        """Stop a resident agent's current turn, keeping its queue; False when none runs."""
+        act = self._acts.get(target)
+        agent = self.runtime.get_agent(target)
+        if agent is None or (act is not None and act.closing):
+            return False
+        await agent.cancel("parent", keep_inbox=True)
+        return True
+
+    async def _is_ancestor(self, ancestor: SessionId, header: SessionHeader) -> bool:
+        current = header
+        while current.parent is not None:
+            if current.parent == ancestor:
+                return True
+            current = await self.runtime.read_header(current.parent)
+        return False
+
+    # -- teardown -----------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Release every activation child-first without notices; pending input stays."""
+        self._closing = True
+        for act in [a for a in self._acts.values() if a.owner is None]:
+            await self._release(act, notify=False, keep_inbox=True)
+        await self._tasks.aclose()
