@@ -161,6 +161,8 @@ def resume(
             with LiveTree(runtime, enabled=is_terminal()):
                 agent = await runtime.resume_agent(header.id)
                 first = agent.session.next_seq
+                # Members a crash left unsettled finish now and notify their parents.
+                await runtime.continuable.resume_unsettled(header)
                 if prompt is not None:
                     await agent.followup(prompt)
                 else:
@@ -172,11 +174,94 @@ def resume(
     _exit_for(result)
 
 
+@app.command()
+def send(
+    session: Annotated[str, typer.Argument(help="Root session id of the tree.")],
+    name: Annotated[
+        str, typer.Argument(help="Full name of the agent (`lead`, `reviewer/checker`).")
+    ],
+    message: Annotated[str, typer.Argument(help="What to tell it.")],
+    model: ModelOpt = None,
+    store: StoreOpt = None,
+    tenant: TenantOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Message any agent of a stored tree by name, as the user.
+
+    The tree then runs until it is quiescent again and the agent's answer is printed.
+    """
+    check_tenant(tenant)
+    if not message.strip():
+        fail("the message must not be empty")
+    require_existing_store(store)
+    header = run_async(lambda: _header(store, tenant, session))
+    chosen, spec = resolve_model(model, recorded=header.model_spec)
+
+    async def main() -> RunResult:
+        async with Runtime(
+            model=chosen, store=open_store(store), tenant=tenant, cwd=header.cwd, model_spec=spec
+        ) as runtime:
+            await runtime.hold(header.id)
+            target = await find_member(runtime.store, header, name)
+            with LiveTree(runtime, enabled=is_terminal()):
+                if target.parent is None:
+                    agent = await runtime.resume_agent(target.id)
+                    first = agent.session.next_seq
+                    await agent.followup(message)
+                else:
+                    act, _ = await runtime.continuable.deliver_as_user(target.id, message)
+                    agent = act.agent
+                    first = act.epoch_start
+                await runtime.wait_quiescent()
+                await runtime.store.flush()
+                return run_result(agent.id, agent.session.records[first:])
+
+    result = run_async(main)
+    _print_result(result, as_json=as_json)
+    _exit_for(result)
+
+
+@app.command()
+def interrupt(
+    session: Annotated[str, typer.Argument(help="Root session id of the tree.")],
+    name: Annotated[str, typer.Argument(help="Full name of the agent to stop.")],
+    store: StoreOpt = None,
+    tenant: TenantOpt = "default",
+) -> None:
+    """Stop an agent of a stored tree.
+
+    A turn a crash left open is closed as interrupted; queued messages stay for a resume.
+    """
+    check_tenant(tenant)
+    require_existing_store(store)
+    header = run_async(lambda: _header(store, tenant, session))
+
+    async def main() -> str:
+        async with Runtime(
+            model=ScriptedModel({}), store=open_store(store), tenant=tenant, cwd=header.cwd
+        ) as runtime:
+            await runtime.hold(header.id)
+            target = await find_member(runtime.store, header, name)
+            before = len(await runtime.store.read(target.id, tenant=tenant))
+            agent = await runtime.resume_agent(target.id)
+            closed = agent.session.next_seq > before
+        return (
+            f"interrupted {name}: its cut-off turn is closed; resume the tree to continue it"
+            if closed
+            else f"{name} was not running; nothing to interrupt"
+        )
+
+    typer.echo(run_async(main))
+
+
 async def _header(store: str | None, tenant: str, session: str) -> SessionHeader:
     if not _UUID.match(session):
         raise NotFoundError(f"{session!r} is not a session id; list them with `subagents sessions`")
     async with open_store(store) as opened:
-        return await opened.get_header(SessionId(session), tenant=tenant)
+        header = await opened.get_header(SessionId(session), tenant=tenant)
+    if header.parent is not None:
+        raise NotFoundError(f"session {session} is not a root session; give the tree's root id")
+    return header
 
 
 def _examples_dir() -> Path:

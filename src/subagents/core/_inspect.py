@@ -8,7 +8,14 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from ..messages import Usage
-from ..sessions import EventRecord, EventStore, SessionHeader
+from ..sessions import (
+    AssistantMessageEvent,
+    EventRecord,
+    EventStore,
+    SessionHeader,
+    TurnEnd,
+    UserMessageEvent,
+)
 from ..sessions._projections import (
     StatusProjection,
     StatusView,
@@ -18,12 +25,14 @@ from ..sessions._projections import (
 )
 
 __all__ = [
+    "MessageTrace",
     "SessionRow",
     "TreeRow",
     "TreeStatus",
     "list_sessions",
     "root_row",
     "total_usage",
+    "trace_message",
     "tree_status",
     "usage_json",
 ]
@@ -127,3 +136,35 @@ def root_row(header: SessionHeader, records: Sequence[EventRecord]) -> TreeRow:
         label="lead",
         usage=fold(UsageProjection(), records),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class MessageTrace:
+    """What became of one accepted message: the turn that entered it and how that ended."""
+
+    message_id: str
+    turn: int | None
+    stop_reason: str | None
+    answer: str
+
+
+def trace_message(records: Sequence[EventRecord], message_id: str) -> MessageTrace:
+    """Follow a message id through a log to the turn that handled it.
+
+    Gives that turn's ending and its last answer; a message still queued (or cancelled) has
+    no turn.
+    """
+    turn: int | None = None
+    stop: str | None = None
+    answer = ""
+    for record in records:
+        match record.event:
+            case UserMessageEvent(message=message, turn=entered) if message.id == message_id:
+                turn = entered
+            case AssistantMessageEvent(turn=n, message=message) if n == turn and message.text:
+                answer = message.text
+            case TurnEnd(turn=n, reason=reason) if n == turn:
+                stop = reason
+            case _:
+                pass
+    return MessageTrace(message_id, turn, stop, answer)
