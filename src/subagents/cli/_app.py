@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from ..core import Agent, RunResult, run_result
-from ..core._inspect import list_sessions
+from ..core._inspect import is_held, list_sessions
 from ..errors import NotFoundError
 from ..ids import SessionId
 from ..models._scripted import ScriptedModel
@@ -331,7 +332,9 @@ def sessions(
 
     async def main() -> list[dict[str, Any]]:
         async with open_store(store) as opened:
-            return [row.to_json() for row in await list_sessions(opened, tenant=tenant)]
+            return [
+                row.to_json() for row in await list_sessions(opened, tenant=tenant, now=time.time())
+            ]
 
     rows = run_async(main)
     if as_json:
@@ -340,7 +343,7 @@ def sessions(
 
     async def text() -> str:
         async with open_store(store) as opened:
-            return render_sessions(await list_sessions(opened, tenant=tenant))
+            return render_sessions(await list_sessions(opened, tenant=tenant, now=time.time()))
 
     typer.echo(run_async(text))
 
@@ -374,7 +377,8 @@ def tree(
             if not _UUID.match(session) and session != "lead":
                 raise NotFoundError(f"{session!r} is not a session id or `lead`")
             header = await _resolve_root(opened, tenant, session)
-            return tree_json(await load_tree(opened, header))
+            held = await is_held(opened, header.id, now=time.time())
+            return tree_json(await load_tree(opened, header, held=held))
 
     rows = run_async(main)
     typer.echo(dumps(rows) if as_json else render_tree(rows))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from ..ids import SessionId
 from ..messages import Usage
 from ..sessions import (
     AssistantMessageEvent,
@@ -29,6 +30,7 @@ __all__ = [
     "SessionRow",
     "TreeRow",
     "TreeStatus",
+    "is_held",
     "list_sessions",
     "root_row",
     "total_usage",
@@ -40,10 +42,14 @@ __all__ = [
 TreeStatus = Literal["running", "idle", "ready", "completed", "failed", "aborted"]
 
 
-def tree_status(view: StatusView) -> TreeStatus:
-    """The status a listing shows for a stored session."""
+def tree_status(view: StatusView, *, held: bool = True) -> TreeStatus:
+    """The status a listing shows for a stored session.
+
+    An open turn means `running` only while a live process holds the tree; otherwise the
+    process that ran it is gone and the session is `ready` (resuming closes the cut turn).
+    """
     if view.status == "running":
-        return "running"
+        return "running" if held else "ready"
     match view.last_stop:
         case None:
             return "idle"
@@ -77,12 +83,19 @@ class SessionRow:
         }
 
 
-async def list_sessions(store: EventStore, *, tenant: str) -> list[SessionRow]:
+async def is_held(store: EventStore, root: SessionId, *, now: float) -> bool:
+    """Whether a live process holds `root`'s tree (an unexpired lease)."""
+    lease = await store.get_lease(root)
+    return lease is not None and lease.expires > now
+
+
+async def list_sessions(store: EventStore, *, tenant: str, now: float) -> list[SessionRow]:
     """Root sessions of `tenant`, newest first, with their status."""
     rows: list[SessionRow] = []
     for header in await store.list_headers(tenant=tenant, roots_only=True):
         records = await store.read(header.id, tenant=tenant)
-        rows.append(SessionRow(header, tree_status(fold(StatusProjection(), records))))
+        held = await is_held(store, header.id, now=now)
+        rows.append(SessionRow(header, tree_status(fold(StatusProjection(), records), held=held)))
     return rows
 
 
@@ -126,13 +139,15 @@ def total_usage(rows: Sequence[TreeRow]) -> UsageView:
     return UsageView(usage, calls)
 
 
-def root_row(header: SessionHeader, records: Sequence[EventRecord]) -> TreeRow:
+def root_row(
+    header: SessionHeader, records: Sequence[EventRecord], *, held: bool = True
+) -> TreeRow:
     return TreeRow(
         header=header,
         name="lead",
         parent=None,
         mode="root",
-        status=tree_status(fold(StatusProjection(), records)),
+        status=tree_status(fold(StatusProjection(), records), held=held),
         label="lead",
         usage=fold(UsageProjection(), records),
     )

@@ -21,10 +21,13 @@ class TreeMember:
     records: list[EventRecord]
 
 
-async def load_tree(store: EventStore, root: SessionHeader) -> list[TreeMember]:
+async def load_tree(
+    store: EventStore, root: SessionHeader, *, held: bool = True
+) -> list[TreeMember]:
     """Every session of `root`'s tree in pre-order (children in creation order).
 
-    Members are named from their creators' catalogs.
+    Members are named from their creators' catalogs. `held` says whether a live process
+    holds the tree; without one, an open turn was cut off and shows as `ready`.
     """
     headers = await store.list_headers(tenant=root.tenant, roots_only=False, root=root.id)
     by_parent: dict[SessionId | None, list[SessionHeader]] = {}
@@ -49,14 +52,14 @@ async def load_tree(store: EventStore, root: SessionHeader) -> list[TreeMember]:
                 name=member_name(row.name, child.id, names),
                 parent=row.name,
                 mode=entry.mode if entry is not None else "one-shot",
-                status=tree_status(fold(StatusProjection(), child_records)),
+                status=tree_status(fold(StatusProjection(), child_records), held=held),
                 label=entry.label if entry is not None else "",
                 usage=fold(UsageProjection(), child_records),
             )
             await visit(child, child_row, child_records)
 
     root_records = await store.read(root.id, tenant=root.tenant)
-    await visit(root, root_row(root, root_records), root_records)
+    await visit(root, root_row(root, root_records, held=held), root_records)
     return members
 
 
