@@ -106,30 +106,18 @@ class Runtime(AgentRuntime):
         if options.team_tools:
             for spec in team_tools(self.teams):
                 self.tools.register(spec)
-        self.subagents.register_provider(
-            InProcessProvider(self, name="spawn", inherits_parent_context=False)
-        )
-        mount_subagent_tool(
-            self.subagents,
-            SubagentToolConfig(
-                provider="spawn",
-                tool_name="subagent",
-                background=options.background,
-                background_mode=options.background_mode,
-                max_depth=options.max_depth,
-            ),
-            tasks=self.tasks,
-            continuable=self.continuable,
-        )
+        instances = [("spawn", "subagent", False)]
         if options.fork_tool:
+            instances.append(("fork", "subagent_fork", True))
+        for provider, tool_name, inherits in instances:
             self.subagents.register_provider(
-                InProcessProvider(self, name="fork", inherits_parent_context=True)
+                InProcessProvider(self, name=provider, inherits_parent_context=inherits)
             )
             mount_subagent_tool(
                 self.subagents,
                 SubagentToolConfig(
-                    provider="fork",
-                    tool_name="subagent_fork",
+                    provider=provider,
+                    tool_name=tool_name,
                     background=options.background,
                     background_mode=options.background_mode,
                     max_depth=options.max_depth,
