@@ -40,6 +40,7 @@ from subagents.sessions._events import (
     StepStart,
     SubagentCatalog,
     SubagentDescriptor,
+    SubagentSettled,
     TeamTaskClaimed,
     TeamTaskCreated,
     TeamTaskUpdated,
@@ -144,6 +145,7 @@ def one_of_each_kind() -> list[SessionEvent]:
             created_at=1_800_000_000.5,
         ),
         SubagentDescriptor(mode="continuable", provider="fork", label="Review", agent_model="m"),
+        SubagentSettled(run_id="run-3", stop_reason="completed"),
         TeamTaskCreated(
             task_id="T1", subject="Write tests", blocked_by=("T0",), created_by="lead-id"
         ),

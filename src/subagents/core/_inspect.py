@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,6 +15,7 @@ from ..sessions import (
     AssistantMessageEvent,
     EventRecord,
     EventStore,
+    Lease,
     SessionHeader,
     TurnEnd,
     UserMessageEvent,
@@ -31,6 +34,7 @@ __all__ = [
     "TreeRow",
     "TreeStatus",
     "is_held",
+    "lease_alive",
     "list_sessions",
     "root_row",
     "total_usage",
@@ -83,10 +87,30 @@ class SessionRow:
         }
 
 
+def lease_alive(lease: Lease, *, now: float) -> bool:
+    """Whether a lease's holder may still be running.
+
+    It must be unexpired and, on this host, a live process: a killed holder leaves its row
+    behind.
+    """
+    if lease.expires <= now:
+        return False
+    holder_host = lease.holder.split("/")[0].partition("@")[2]
+    if holder_host != socket.gethostname():
+        return True  # another host: trust the expiry
+    try:
+        os.kill(lease.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 async def is_held(store: EventStore, root: SessionId, *, now: float) -> bool:
-    """Whether a live process holds `root`'s tree (an unexpired lease)."""
+    """Whether a live process holds `root`'s tree."""
     lease = await store.get_lease(root)
-    return lease is not None and lease.expires > now
+    return lease is not None and lease_alive(lease, now=now)
 
 
 async def list_sessions(store: EventStore, *, tenant: str, now: float) -> list[SessionRow]:

@@ -24,7 +24,6 @@ from ..sessions import (
     EventRecord,
     EventStore,
     InboxSpliced,
-    Lease,
     SessionEndSeed,
     SessionEvent,
     SessionHeader,
@@ -39,6 +38,7 @@ from ..tools import ToolRegistry, ToolSpec
 from ._agent import Agent, AgentConfig
 from ._bus import AgentCreated, EventBus
 from ._inbox import replay_inbox
+from ._inspect import lease_alive
 
 __all__ = ["AgentRuntime", "LeaseHeld", "RunResult", "WorkTracker"]
 
@@ -191,7 +191,7 @@ class AgentRuntime:
         lease = await self.store.acquire_lease(
             root, holder=self.holder, pid=os.getpid(), now=time.time(), ttl=LEASE_TTL_SECONDS
         )
-        if lease.holder != self.holder and _alive(lease):
+        if lease.holder != self.holder and lease_alive(lease, now=time.time()):
             raise LeaseHeld(
                 f"session {root} is held by process {lease.pid} ({lease.holder.split('/')[0]}); "
                 "wait for it to finish or stop that process",
@@ -415,20 +415,6 @@ def run_result(session_id: SessionId, records: Iterable[EventRecord]) -> RunResu
 
 class LeaseHeld(ConfigError):
     """Another live process holds the tree."""
-
-
-def _alive(lease: Lease) -> bool:
-    """Whether a lease's holder may still be running: on this host, ask the kernel."""
-    holder_host = lease.holder.split("/")[0].partition("@")[2]
-    if holder_host != socket.gethostname():
-        return True  # another host: trust the expiry
-    try:
-        os.kill(lease.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _resolve_cwd(cwd: str | Path | None) -> str:

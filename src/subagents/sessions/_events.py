@@ -29,6 +29,7 @@ __all__ = [
     "StopReason",
     "SubagentCatalog",
     "SubagentDescriptor",
+    "SubagentSettled",
     "TeamTaskClaimed",
     "TeamTaskCreated",
     "TeamTaskUpdated",
@@ -186,6 +187,16 @@ class SubagentDescriptor(_Event, frozen=True, kw_only=True, tag="subagent/descri
     agent_model: str | None = None
 
 
+class SubagentSettled(_Event, frozen=True, kw_only=True, tag="subagent/settled"):
+    """In a continuable child's log: its activation settled and its parent was notified.
+
+    Written after the notice, so a crash in between repeats the notice rather than losing it.
+    """
+
+    run_id: str
+    stop_reason: str
+
+
 class TeamTaskCreated(_Event, frozen=True, kw_only=True, tag="team/task-created"):
     """A task on the tree's shared board (stored in the root's log)."""
 
@@ -224,6 +235,7 @@ SessionEvent: TypeAlias = (
     | SessionEndSeed
     | SubagentCatalog
     | SubagentDescriptor
+    | SubagentSettled
     | TeamTaskCreated
     | TeamTaskClaimed
     | TeamTaskUpdated
@@ -246,6 +258,7 @@ EVENT_KINDS: dict[str, type[SessionEvent]] = {
         SessionEndSeed,
         SubagentCatalog,
         SubagentDescriptor,
+        SubagentSettled,
         TeamTaskCreated,
         TeamTaskClaimed,
         TeamTaskUpdated,

@@ -20,7 +20,14 @@ from ..core import Agent, AgentConfig, AgentRuntime, replay_inbox
 from ..errors import ErrorCode, NotFoundError, SubagentError
 from ..ids import SessionId
 from ..messages import MessageSource, UserMessage, user_message
-from ..sessions import EventRecord, SessionHeader, SubagentCatalog, SubagentDescriptor
+from ..sessions import (
+    EventRecord,
+    SessionHeader,
+    SubagentCatalog,
+    SubagentDescriptor,
+    SubagentSettled,
+    TurnEnd,
+)
 from ..sessions._repair import interrupted_turn_closers
 from ._catalog import full_name_of
 from ._providers import ContinuableProvider
@@ -53,6 +60,27 @@ class Activation:
     @property
     def id(self) -> SessionId:
         return self.agent.id
+
+
+def _descriptor(records: Sequence[EventRecord]) -> str | None:
+    """The mode of the first own descriptor of a child's log, or None."""
+    for record in records:
+        if isinstance(record.event, SubagentDescriptor):
+            return record.event.mode
+    return None
+
+
+def _last_settled(records: Sequence[EventRecord]) -> int:
+    """The index after the last `subagent/settled` marker (0 when there is none)."""
+    for index in range(len(records) - 1, -1, -1):
+        if isinstance(records[index].event, SubagentSettled):
+            return index + 1
+    return 0
+
+
+def _unsettled(records: Sequence[EventRecord]) -> bool:
+    """Whether turns ran after the last settlement the parent was told about."""
+    return any(isinstance(r.event, TurnEnd) for r in records[_last_settled(records) :])
 
 
 def _pending(records: Sequence[EventRecord]) -> bool:
@@ -175,6 +203,10 @@ class ContinuableManager:
         )
         if owner is not None:
             owner.owned.add(act)
+        for orphan in self._acts.values():  # resident children resumed before their parent
+            if orphan.parent_id == agent.id and orphan.owner is None and not orphan.closing:
+                orphan.owner = act
+                act.owned.add(orphan)
         self._acts[agent.id] = act
         self._setup(agent)
         self.runtime.work.begin()
@@ -226,6 +258,10 @@ class ContinuableManager:
             self._acts.pop(act.id, None)
             if notify and act.announced:
                 await self._notify_parent(act, result)
+                # After the notice: a crash in between repeats the notice, never loses it.
+                await act.agent.session.append(
+                    SubagentSettled(run_id=act.run_id, stop_reason=result.stop_reason)
+                )
         finally:
             if act.owner is not None:
                 act.owner.owned.discard(act)
@@ -253,8 +289,20 @@ class ContinuableManager:
         try:
             parent = self.runtime.get_agent(act.parent_id)
             parent_act = self._acts.get(act.parent_id)
+            if parent is None and await self._resumable(act.parent_id):
+                # A continuable parent that is not loaded is resumed to take the notice in.
+                parent_act = await self._resident_or_resume(
+                    await self.runtime.read_header(act.parent_id)
+                )
+                parent_act.accepting += 1
+                try:
+                    await parent_act.agent.followup(message)
+                finally:
+                    parent_act.accepting -= 1
+                    parent_act.poke.set()
+                return
             if parent is None:
-                # The parent is not loaded: the notice waits in its log for its next resume.
+                # The root is not loaded: the notice waits in its log for its next resume.
                 await self.runtime.deliver(act.parent_id, message, wake=False)
             elif parent_act is not None and parent_act.closing:
                 await parent.inject(message)  # waking a parent being released buys nothing
@@ -305,6 +353,19 @@ class ContinuableManager:
             act.poke.set()
         return act, message
 
+    async def _resumable(self, session_id: SessionId) -> bool:
+        """Whether a stored session is a continuable child this process may resume."""
+        if self._closing:
+            return False
+        try:
+            header = await self.runtime.read_header(session_id)
+        except NotFoundError:
+            return False
+        if header.parent is None:
+            return False
+        records = await self.runtime.read_log(session_id)
+        return _descriptor(records[header.seed_length :]) == "continuable"
+
     async def _header(self, target: SessionId) -> SessionHeader:
         try:
             return await self.runtime.read_header(target)
@@ -342,8 +403,10 @@ class ContinuableManager:
                 code=ErrorCode.NOT_RESUMABLE,
             )
         full_name = await full_name_of(self.runtime.read_log, self.runtime.read_header, header)
-        # The epoch starts before any repair, so a turn a crash cut off counts as stopped.
-        epoch_start = len(records)
+        # The epoch starts after the last settlement its parent heard of (before any repair),
+        # so a turn a crash cut off counts as stopped and an unannounced ending is announced.
+        unannounced = max(header.seed_length, _last_settled(records))
+        epoch_start = unannounced if _unsettled(own) else len(records)
         agent = await self.runtime.resume_agent(
             header.id,
             config=AgentConfig(
@@ -378,7 +441,7 @@ class ContinuableManager:
             )
             if descriptor is None or descriptor.mode != "continuable":
                 continue
-            if not (interrupted_turn_closers(records) or _pending(own)):
+            if not (interrupted_turn_closers(records) or _pending(own) or _unsettled(own)):
                 continue
             resumed.append(await self._resident_or_resume(header))
         return resumed
