@@ -7,11 +7,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._harness import SCENARIOS, WorkerReport
+from ._stored import STORED_SCENARIOS, TREES
 from ._systems import System
 
 __all__ = ["Cell", "render_json", "render_table"]
 
-UNITS = {"S1": "us/delegation", "S1b": "us/run", "S2": "ms", "S3": "ms"}
+UNITS = {
+    "S1": "us/delegation",
+    "S1b": "us/run",
+    "S2": "ms",
+    "S3": "ms",
+    **dict.fromkeys(STORED_SCENARIOS, "ms"),
+}
 
 
 def metric(scenario: str, wall_s: float, size: int) -> float:
@@ -137,10 +144,15 @@ def render_table(cells: list[Cell], floors: list[Cell], *, title: str) -> str:
         out.append(line(row))
     for (system, mark, reason), scenarios in notes.items():
         out.append(f"  {mark}: {system} ({', '.join(scenarios)}): {reason}")
+    shown = dict.fromkeys(c.scenario for c in cells)
+    out.extend(f"  {n}: {STORED_SCENARIOS[n].title}" for n in shown if n in STORED_SCENARIOS)
     return "\n".join(out)
 
 
 def _size_label(cell: Cell) -> str:
+    if cell.scenario in STORED_SCENARIOS:
+        unit = TREES[STORED_SCENARIOS[cell.scenario].tree].unit
+        return f"{cell.size:,} {unit}"
     scenario = SCENARIOS[cell.scenario]
     match scenario.shape:
         case "sequential":

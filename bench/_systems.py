@@ -38,6 +38,9 @@ class System:
     """For peers: what `pip install` gets into the peer's own venv."""
     script: str | None = None
     """For peers: the driver script under bench/peers/."""
+    stored_module: str | None = None
+    """The driver of the stored-tree scenarios (S4, S5); None: the system keeps no durable
+    tree to reopen, so those scenarios are `n/a` for it."""
 
     @property
     def is_peer(self) -> bool:
@@ -51,10 +54,21 @@ class System:
         python = ensure_venv(self, log=log)
         return [str(python), str(PEERS_DIR / self.script)]
 
+    def stored_command(self) -> list[str] | None:
+        """The command of the stored-tree driver, or None when the system has none."""
+        if self.stored_module is None:
+            return None
+        return [sys.executable, "-m", self.stored_module]
+
 
 def core_systems() -> list[System]:
     return [
-        System("subagents", "subagents (SQLite, durable)", module="bench.drive_subagents"),
+        System(
+            "subagents",
+            "subagents (SQLite, durable)",
+            module="bench.drive_subagents",
+            stored_module="bench.drive_stored",
+        ),
         System("asyncio", "bare asyncio (floor)", module="bench.drive_asyncio"),
     ]
 

@@ -56,8 +56,21 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     raise typer.Exit(code)
 
 
+_USAGE_DELEGATION_CODES = frozenset(
+    {
+        ErrorCode.NOT_RESUMABLE,
+        ErrorCode.NOT_FOUND,
+        ErrorCode.INVALID_NAME,
+        ErrorCode.UNAUTHORIZED,
+        ErrorCode.LEASE_HELD,
+    }
+)
+
+
 def exit_code_for(error: SubagentsError) -> int:
     if isinstance(error, UsageError | NotFoundError):
+        return EXIT_USAGE
+    if error.code in _USAGE_DELEGATION_CODES:
         return EXIT_USAGE
     if isinstance(error, StoreError) and error.code in _USAGE_STORE_CODES:
         return EXIT_USAGE

@@ -133,6 +133,7 @@ class AgentRuntime:
         self.work = WorkTracker()
         self.holder = f"{_holder_name()}/{uuid.uuid4().hex[:8]}"
         self._held: set[SessionId] = set()
+        self._stored_locks: dict[SessionId, asyncio.Lock] = {}
         self._stack = AsyncExitStack()
         self._state: Literal["unopened", "opened", "closed"] = "unopened"
 
@@ -330,12 +331,27 @@ class AgentRuntime:
         if live is not None:
             await live.send(message, target=target, wake=wake)
             return
-        header = await self.store.get_header(session_id, tenant=self.tenant)
-        records = await self.store.read(header.id, tenant=self.tenant)
-        pending = replay_inbox(records[header.seed_length :])
-        start = len(pending.next_turn if target == "next-turn" else pending.next_step)
-        session = Session(header, self.store, self.clock, records)
-        await session.append(InboxSpliced(target=target, start=start, inserted=(message,)))
+        async with self._stored_lock(session_id):
+            header = await self.store.get_header(session_id, tenant=self.tenant)
+            records = await self.store.read(header.id, tenant=self.tenant)
+            pending = replay_inbox(records[header.seed_length :])
+            start = len(pending.next_turn if target == "next-turn" else pending.next_step)
+            session = Session(header, self.store, self.clock, records)
+            await session.append(InboxSpliced(target=target, start=start, inserted=(message,)))
+
+    async def append_stored(self, session_id: SessionId, event: SessionEvent) -> None:
+        """Append to the log of a session no agent of this runtime has loaded (durably).
+
+        Writers of unloaded sessions (mailbox deliveries, team boards) go through one lock per
+        session, so their appends never race each other.
+        """
+        async with self._stored_lock(session_id):
+            header = await self.store.get_header(session_id, tenant=self.tenant)
+            records = await self.store.read(header.id, tenant=self.tenant)
+            await Session(header, self.store, self.clock, records).append(event)
+
+    def _stored_lock(self, session_id: SessionId) -> asyncio.Lock:
+        return self._stored_locks.setdefault(session_id, asyncio.Lock())
 
     def _publish(self, session: Session, config: AgentConfig) -> Agent:
         agent = Agent(

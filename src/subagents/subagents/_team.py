@@ -14,7 +14,6 @@ from ..errors import ErrorCode, SubagentError
 from ..ids import SessionId
 from ..messages import JsonObject
 from ..sessions import EventRecord, SessionEvent, TeamTaskClaimed, TeamTaskCreated, TeamTaskUpdated
-from ..sessions._session import Session
 from ..tools import ToolContext, ToolSpec
 from ._catalog import full_name_of
 from ._service import SubagentService
@@ -61,7 +60,6 @@ class TeamBoards:
         self.runtime = runtime
         self.service = service
         self._boards: dict[SessionId, dict[str, TeamTask]] = {}
-        self._roots: dict[SessionId, Session] = {}
 
     async def board(self, caller: Agent) -> tuple[SessionId, dict[str, TeamTask]]:
         root = caller.session.header.root_id
@@ -71,18 +69,15 @@ class TeamBoards:
         return root, board
 
     async def _record(self, root: SessionId, event: SessionEvent) -> None:
-        live = self.runtime.get_agent(root)
-        if live is not None:
-            live.record(event)
-            return
-        session = self._roots.get(root)
-        if session is None:
-            header = await self.runtime.read_header(root)
-            records = await self.runtime.read_log(root)
-            session = self._roots[root] = Session(
-                header, self.runtime.store, self.runtime.clock, records
-            )
-        await session.append(event)
+        try:
+            live = self.runtime.get_agent(root)
+            if live is not None:
+                live.record(event)
+            else:
+                await self.runtime.append_stored(root, event)
+        except BaseException:
+            self._boards.pop(root, None)  # the board may no longer match the log: refold it
+            raise
 
     async def owner_name(self, owner: str | None) -> str:
         if owner is None:

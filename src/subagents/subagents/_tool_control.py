@@ -20,7 +20,7 @@ from ._naming import full_name
 from ._references import resolve_reference
 from ._tool_subagent import calling_agent
 
-__all__ = ["AgentRow", "control_tools", "list_rows", "report_tool"]
+__all__ = ["AgentRow", "check_page", "control_tools", "list_rows", "report_tool"]
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
@@ -41,6 +41,8 @@ class AgentRow:
     parent: str | None = None
     depth: int = 1
     diagnostic: str | None = None
+    unchecked: str | None = None
+    """The session id of a stored child whose log was not read yet (children scope)."""
 
     def render(self, *, descendants: bool) -> str:
         where = f" parent={self.parent} depth={self.depth}" if descendants else ""
@@ -70,7 +72,10 @@ async def list_rows(
             status = "ready" if agent is None else agent.status
             parent = None if creator == caller.id and not descendants else creator_name
             if not descendants:
-                rows.append(AgentRow(name, status, entry.label))
+                # Stored children are checked only when their page is shown (`check_page`):
+                # the catalog alone lists thousands of children without a read each.
+                unchecked = entry.child_id if agent is None else None
+                rows.append(AgentRow(name, status, entry.label, unchecked=unchecked))
                 continue
             try:
                 child_records = await runtime.read_log(SessionId(entry.child_id))
@@ -84,6 +89,19 @@ async def list_rows(
     return rows
 
 
+async def check_page(manager: ContinuableManager, page: list[AgentRow]) -> list[AgentRow]:
+    """A stored child must still be there to be `ready`; one that is not is a diagnostic."""
+    checked: list[AgentRow] = []
+    for row in page:
+        if row.unchecked is not None:
+            try:
+                await manager.runtime.read_header(SessionId(row.unchecked))
+            except Exception:
+                row = AgentRow(row.unchecked, "", "", diagnostic="unavailable")
+        checked.append(row)
+    return checked
+
+
 def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
     """`send_message`, `interrupt_agent` and `list_agents` over one manager."""
     runtime = manager.runtime
@@ -94,9 +112,14 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
         target = await resolve_reference(
             runtime, caller, str(args["agent"]), action="the message was not delivered"
         )
-        act, accepted = await manager.send(
-            caller, target, message, source=MessageSource(kind="parent", name=caller.name)
-        )
+        try:
+            act, accepted = await manager.send(
+                caller, target, message, source=MessageSource(kind="parent", name=caller.name)
+            )
+        except SubagentError as exc:  # the model must know nothing was queued
+            raise SubagentError(
+                f"{exc.message} (the message was not delivered)", code=exc.code, **exc.fields
+            ) from exc
         return (
             f"message queued as the next turn for subagent {act.full_name} "
             f"(message {accepted.id}); you will be notified when it settles"
@@ -119,7 +142,7 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
         rows = await list_rows(manager, caller, descendants=descendants)
         if not rows:
             return "(no subagents)"
-        page = rows[offset : offset + limit]
+        page = await check_page(manager, rows[offset : offset + limit])
         lines = [row.render(descendants=descendants) for row in page]
         left = len(rows) - offset - len(page)
         if left > 0:
