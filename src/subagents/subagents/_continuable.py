@@ -470,12 +470,15 @@ class ContinuableManager:
         await self.interrupt_any(target)
 
     async def interrupt_any(self, target: SessionId) -> bool:
-        """Stop a resident agent's current turn, keeping its queue; False when none runs."""
+        """Stop a resident continuable child's current turn, keeping its queue.
+
+        False (an accepted no-op) when it is not resident, is being released, or is a one-shot
+        child, which its waiting parent stops by being stopped itself.
+        """
         act = self._acts.get(target)
-        agent = self.runtime.get_agent(target)
-        if agent is None or (act is not None and act.closing):
+        if act is None or act.closing:
             return False
-        await agent.cancel("parent", keep_inbox=True)
+        await act.agent.cancel("parent", keep_inbox=True)
         return True
 
     async def _is_ancestor(self, ancestor: SessionId, header: SessionHeader) -> bool:
