@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Protocol
 
-__all__ = ["Clock", "FakeClock", "SystemClock"]
+__all__ = ["Clock", "FakeClock", "GatedClock", "SystemClock"]
 
 
 class Clock(Protocol):
@@ -44,3 +44,24 @@ class FakeClock:
     async def sleep(self, seconds: float) -> None:
         self._now += max(0.0, seconds)
         await asyncio.sleep(0)
+
+
+class GatedClock(FakeClock):
+    """A fake clock whose `sleep` waits until the test opens that sleep's gate.
+
+    It holds a model call (or any timed wait) open at a known point without real waiting.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sleepers: asyncio.Queue[asyncio.Event] = asyncio.Queue()
+
+    async def sleep(self, seconds: float) -> None:
+        gate = asyncio.Event()
+        self._sleepers.put_nowait(gate)
+        await gate.wait()
+        await super().sleep(seconds)
+
+    async def next_sleeper(self) -> asyncio.Event:
+        """Wait until something sleeps on this clock; returns the gate that releases it."""
+        return await self._sleepers.get()

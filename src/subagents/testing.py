@@ -1,9 +1,14 @@
 """Test doubles shared by users and our own tests.
 
-A scripted model, an in-memory store and a fake clock.
+A scripted model (and one that records the requests it gets), an in-memory store, and fake
+clocks.
 """
 
-from ._clock import FakeClock as FakeClock
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+from ._clock import FakeClock as FakeClock, GatedClock as GatedClock
+from .models import ModelChunk, ModelRequest
 from .models._scripted import (
     ScriptedCall as ScriptedCall,
     ScriptedModel as ScriptedModel,
@@ -11,4 +16,29 @@ from .models._scripted import (
 )
 from .sessions import InMemoryEventStore as InMemoryEventStore
 
-__all__ = ["FakeClock", "InMemoryEventStore", "ScriptedCall", "ScriptedModel", "ScriptedResponse"]
+__all__ = [
+    "FakeClock",
+    "GatedClock",
+    "InMemoryEventStore",
+    "RecordingModel",
+    "ScriptedCall",
+    "ScriptedModel",
+    "ScriptedResponse",
+]
+
+
+class RecordingModel(ScriptedModel):
+    """The scripted model, also keeping a snapshot of every request it receives."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # pyright: ignore[reportArgumentType]
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        self.requests.append(replace(request, messages=tuple(request.messages)))
+        async for chunk in super().stream(request):
+            yield chunk
+
+    def requests_of(self, agent_name: str) -> list[ModelRequest]:
+        """The requests one agent (by full name) made, in order."""
+        return [r for r in self.requests if r.agent_name == agent_name]

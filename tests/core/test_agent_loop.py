@@ -11,8 +11,7 @@ the test opens the gate, so a model call can be held open at a known point.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import replace
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,7 +35,6 @@ from subagents.messages import (
     UserMessage,
     user_message,
 )
-from subagents.models import ModelChunk, ModelRequest
 from subagents.sessions import (
     AssistantMessageEvent,
     EventRecord,
@@ -50,7 +48,13 @@ from subagents.sessions import (
     UserMessageEvent,
 )
 from subagents.sessions._projections import TranscriptProjection, fold
-from subagents.testing import FakeClock, InMemoryEventStore, ScriptedModel
+from subagents.testing import (
+    FakeClock,
+    GatedClock,
+    InMemoryEventStore,
+    RecordingModel,
+    ScriptedModel,
+)
 from subagents.tools import ToolContext, ToolSpec, tool
 
 E = TypeVar("E", bound=SessionEvent)
@@ -61,37 +65,6 @@ It is a failure guard only: every passing path proceeds on events, never on elap
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-class GatedClock(FakeClock):
-    """A fake clock whose `sleep` waits until the test opens that sleep's gate."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._sleepers: asyncio.Queue[asyncio.Event] = asyncio.Queue()
-
-    async def sleep(self, seconds: float) -> None:
-        gate = asyncio.Event()
-        self._sleepers.put_nowait(gate)
-        await gate.wait()
-        await super().sleep(seconds)
-
-    async def next_sleeper(self) -> asyncio.Event:
-        """Wait until something sleeps on this clock; returns the gate that releases it."""
-        return await self._sleepers.get()
-
-
-class RecordingModel(ScriptedModel):
-    """The scripted model, also keeping a snapshot of every request it receives."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # pyright: ignore[reportArgumentType]
-        self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
-        self.requests.append(replace(request, messages=tuple(request.messages)))
-        async for chunk in super().stream(request):
-            yield chunk
 
 
 def scripted(text: str, clock: FakeClock, *, source: str = "<yaml script>") -> RecordingModel:

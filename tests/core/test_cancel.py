@@ -46,7 +46,12 @@ from subagents.sessions import (
     TurnEnd,
     UserMessageEvent,
 )
-from subagents.testing import FakeClock, InMemoryEventStore, ScriptedModel
+from subagents.testing import (
+    FakeClock,
+    GatedClock,
+    InMemoryEventStore,
+    ScriptedModel,
+)
 from subagents.tools import ToolSpec, tool
 
 E = TypeVar("E", bound=SessionEvent)
@@ -56,24 +61,6 @@ ABORTED_BEFORE_DISPATCH = "Error: tool call aborted before dispatch"
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-class GatedClock(FakeClock):
-    """A fake clock whose `sleep` waits until the test opens that sleep's gate."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._sleepers: asyncio.Queue[asyncio.Event] = asyncio.Queue()
-
-    async def sleep(self, seconds: float) -> None:
-        gate = asyncio.Event()
-        self._sleepers.put_nowait(gate)
-        await gate.wait()
-        await super().sleep(seconds)
-
-    async def next_sleeper(self) -> asyncio.Event:
-        """Wait until something sleeps on this clock; returns the gate that releases it."""
-        return await self._sleepers.get()
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,7 @@ A "restart" is a new runtime over a new store holding a copy of the stored log.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 import pytest
@@ -27,7 +25,6 @@ from subagents.messages import (
     UserMessage,
     user_message,
 )
-from subagents.models import ModelChunk, ModelRequest
 from subagents.sessions import (
     AssistantMessageEvent,
     EventRecord,
@@ -45,7 +42,13 @@ from subagents.sessions import (
     UserMessageEvent,
 )
 from subagents.sessions._repair import interrupted_turn_closers
-from subagents.testing import FakeClock, InMemoryEventStore, ScriptedModel
+from subagents.testing import (
+    FakeClock,
+    GatedClock,
+    InMemoryEventStore,
+    RecordingModel,
+    ScriptedModel,
+)
 from subagents.tools import ToolSpec, tool
 
 E = TypeVar("E", bound=SessionEvent)
@@ -74,36 +77,6 @@ lead:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-class GatedClock(FakeClock):
-    """A fake clock whose `sleep` waits until the test opens that sleep's gate."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._sleepers: asyncio.Queue[asyncio.Event] = asyncio.Queue()
-
-    async def sleep(self, seconds: float) -> None:
-        gate = asyncio.Event()
-        self._sleepers.put_nowait(gate)
-        await gate.wait()
-        await super().sleep(seconds)
-
-    async def next_sleeper(self) -> asyncio.Event:
-        return await self._sleepers.get()
-
-
-class RecordingModel(ScriptedModel):
-    """The scripted model, also keeping a snapshot of every request it receives."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # pyright: ignore[reportArgumentType]
-        self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
-        self.requests.append(replace(request, messages=tuple(request.messages)))
-        async for chunk in super().stream(request):
-            yield chunk
 
 
 def scripted(text: str, clock: FakeClock) -> RecordingModel:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from subagents import DelegationOptions, Runtime
 from subagents.core import Agent, SessionEventPosted
-from subagents.models import ModelChunk, ModelRequest
 from subagents.sessions import (
     EventRecord,
     EventStore,
@@ -25,7 +24,12 @@ from subagents.sessions import (
     ToolResultEvent,
 )
 from subagents.subagents import SubagentEnded, SubagentStarted
-from subagents.testing import FakeClock, InMemoryEventStore, ScriptedModel
+from subagents.testing import (
+    FakeClock,
+    GatedClock,
+    InMemoryEventStore,
+    RecordingModel,
+)
 from subagents.tools import ToolSpec, tool
 
 E = TypeVar("E", bound=SessionEvent)
@@ -44,40 +48,6 @@ __all__ = [
     "session_count",
     "wait_for_record",
 ]
-
-
-class GatedClock(FakeClock):
-    """A fake clock whose `sleep` waits until the test opens that sleep's gate."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._sleepers: asyncio.Queue[asyncio.Event] = asyncio.Queue()
-
-    async def sleep(self, seconds: float) -> None:
-        gate = asyncio.Event()
-        self._sleepers.put_nowait(gate)
-        await gate.wait()
-        await super().sleep(seconds)
-
-    async def next_sleeper(self) -> asyncio.Event:
-        """Wait until something sleeps on this clock; returns the gate that releases it."""
-        return await self._sleepers.get()
-
-
-class RecordingModel(ScriptedModel):
-    """The scripted model, also keeping a snapshot of every request, per agent name."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # pyright: ignore[reportArgumentType]
-        self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
-        self.requests.append(replace(request, messages=tuple(request.messages)))
-        async for chunk in super().stream(request):
-            yield chunk
-
-    def requests_of(self, agent_name: str) -> list[ModelRequest]:
-        return [r for r in self.requests if r.agent_name == agent_name]
 
 
 def scripted(text: str, clock: FakeClock) -> RecordingModel:
