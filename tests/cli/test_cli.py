@@ -15,7 +15,7 @@ def test_demo_runs_a_scripted_tree(cli: Cli, home: Path) -> None:
     assert "13 words" in done.stdout
     assert "lead  [completed]  root" in done.stdout
     assert "    reviewer/checker  [completed]  one-shot" in done.stdout
-    assert "  reviewer  [completed]  continuable" in done.stdout
+    assert "  reviewer  [ready]  continuable" in done.stdout
     assert done.stderr == ""  # quiet when stderr is not a terminal
     assert (home / "state.db").exists()
 
@@ -29,7 +29,7 @@ def test_demo_runs_a_scripted_tree(cli: Cli, home: Path) -> None:
     tree = json.loads(cli("tree", row["session_id"], "--json").stdout)
     assert [(r["name"], r["parent"], r["mode"], r["status"], r["depth"]) for r in tree] == [
         ("lead", None, "root", "completed", 0),
-        ("reviewer", "lead", "continuable", "completed", 1),
+        ("reviewer", "lead", "continuable", "ready", 1),
         ("reviewer/checker", "reviewer", "one-shot", "completed", 2),
         ("researcher", "lead", "one-shot", "completed", 1),
     ]

@@ -47,12 +47,16 @@ async def load_tree(
         for child in children:
             child_records = await store.read(child.id, tenant=child.tenant)
             entry = entries.get(child.id)
+            mode = entry.mode if entry is not None else "one-shot"
+            status = tree_status(fold(StatusProjection(), child_records), held=held)
+            if mode == "continuable" and status != "running":
+                status = "ready"  # stored and resumable: a message starts its next turn
             child_row = TreeRow(
                 header=child,
                 name=member_name(row.name, child.id, names),
                 parent=row.name,
-                mode=entry.mode if entry is not None else "one-shot",
-                status=tree_status(fold(StatusProjection(), child_records), held=held),
+                mode=mode,
+                status=status,
                 label=entry.label if entry is not None else "",
                 usage=fold(UsageProjection(), child_records),
             )
