@@ -22,6 +22,14 @@ def no_blocking_calls_in_the_loop() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def isolated_subagents_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A developer's own `~/.subagents` (agent definitions, store) never leaks into a test."""
+    monkeypatch.setenv("SUBAGENTS_HOME", str(tmp_path_factory.getbasetemp() / "subagents-home"))
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()

@@ -28,7 +28,11 @@ from .messages import (
 )
 from .models import Model as Model, ModelRequest as ModelRequest, open_model as open_model
 from .sessions import EventRecord as EventRecord, EventStore as EventStore
-from .subagents import DelegationOptions as DelegationOptions, Runtime as Runtime
+from .subagents import (
+    AgentDefinition as AgentDefinition,
+    DelegationOptions as DelegationOptions,
+    Runtime as Runtime,
+)
 from .tools import (
     ToolContext as ToolContext,
     ToolResult as ToolResult,
@@ -41,6 +45,7 @@ __version__ = _version("subagents")
 __all__ = [
     "Agent",
     "AgentConfig",
+    "AgentDefinition",
     "AssistantMessage",
     "Clock",
     "ConfigError",

@@ -1,4 +1,4 @@
-"""The `subagents` command line: run, resume, demo, sessions, tree, log."""
+"""The `subagents` command line: run, resume, send, interrupt, demo, sessions, tree, log, agents."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from ..errors import NotFoundError
 from ..ids import SessionId
 from ..models._scripted import ScriptedModel
 from ..sessions import EventStore, SessionHeader
-from ..subagents import Runtime
+from ..subagents import DelegationOptions, Runtime
 from ..subagents._tree import find_member, load_tree, tree_json
 from ..tools import ToolSpec
+from ._agents import choose_definition, definitions_for, list_agents, model_for
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -112,6 +113,10 @@ def run(
     cwd: Annotated[
         Path | None, typer.Option("--cwd", help="Working directory of the lead agent.")
     ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", help="Run this agent definition as the lead (see `agents`)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Start a new root session, run it until quiescent and print the lead's answer."""
@@ -120,14 +125,22 @@ def run(
         fail("a prompt is required, for example: subagents run 'review app.py' --model ...")
     if cwd is not None and not cwd.is_dir():
         fail(f"--cwd {cwd} is not a directory")
-    chosen, spec = resolve_model(model)
+    definitions = definitions_for(cwd, tenant)
+    definition = None if agent is None else choose_definition(definitions, agent, tenant=tenant)
+    chosen, spec = resolve_model(model_for(definition, model))
 
     async def main() -> RunResult:
         async with Runtime(
-            model=chosen, store=open_store(store), tenant=tenant, cwd=cwd, model_spec=spec
+            model=chosen,
+            store=open_store(store),
+            tenant=tenant,
+            cwd=cwd,
+            model_spec=spec,
+            delegation=DelegationOptions(definitions=definitions),
         ) as runtime:
+            lead = None if definition is None else await runtime.create_agent_from(definition)
             with LiveTree(runtime, enabled=is_terminal()):
-                return await runtime.run(prompt)
+                return await runtime.run(prompt, agent=lead)
 
     result = run_async(main)
     _print_result(result, as_json=as_json)
@@ -158,6 +171,7 @@ def resume(
             tenant=tenant,
             cwd=header.cwd,
             model_spec=spec,
+            delegation=DelegationOptions(definitions=definitions_for(header.cwd, tenant)),
         ) as runtime:
             with LiveTree(runtime, enabled=is_terminal()):
                 agent = await runtime.resume_agent(header.id)
@@ -200,7 +214,12 @@ def send(
 
     async def main() -> RunResult:
         async with Runtime(
-            model=chosen, store=open_store(store), tenant=tenant, cwd=header.cwd, model_spec=spec
+            model=chosen,
+            store=open_store(store),
+            tenant=tenant,
+            cwd=header.cwd,
+            model_spec=spec,
+            delegation=DelegationOptions(definitions=definitions_for(header.cwd, tenant)),
         ) as runtime:
             await runtime.hold(header.id)
             target = await find_member(runtime.store, header, name)
@@ -239,7 +258,11 @@ def interrupt(
 
     async def main() -> str:
         async with Runtime(
-            model=ScriptedModel({}), store=open_store(store), tenant=tenant, cwd=header.cwd
+            model=ScriptedModel({}),
+            store=open_store(store),
+            tenant=tenant,
+            cwd=header.cwd,
+            delegation=DelegationOptions(definitions={}),  # nothing runs
         ) as runtime:
             await runtime.hold(header.id)
             target = await find_member(runtime.store, header, name)
@@ -320,6 +343,19 @@ def demo(
         typer.echo(render_tree(rows))
         typer.echo(f"\ninspect it with: subagents log {result.session_id}")
     _exit_for(result)
+
+
+@app.command()
+def agents(
+    tenant: TenantOpt = "default",
+    cwd: Annotated[
+        Path | None, typer.Option("--cwd", help="Project directory (default: the current one).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the agent definitions; malformed files are reported on stderr."""
+    check_tenant(tenant)
+    list_agents(cwd, tenant, as_json=as_json)
 
 
 @app.command()

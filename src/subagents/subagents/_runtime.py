@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Self
 
 from .._clock import Clock
 from ..core import Agent, AgentConfig, AgentRuntime
+from ..errors import ErrorCode, SubagentError
 from ..models import Model
 from ..sessions import EventStore
 from ..tools import ToolSpec
 from ._continuable import ContinuableManager
-from ._providers import InProcessProvider
+from ._definitions import AgentDefinition, DefinitionProblem, aload_definitions, subagents_home
+from ._providers import InProcessProvider, ToolFilter
+from ._scope import AgentProfile, check_definition_tools, check_model, child_profile
 from ._service import Admission, SubagentService
 from ._tasks import TaskRegistry
 from ._team import TeamBoards, team_tools
@@ -23,6 +28,8 @@ from ._tool_tasks import task_tools
 from ._wording import delegation_statement
 
 __all__ = ["DelegationOptions", "Runtime"]
+
+log = logging.getLogger("subagents.definitions")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +51,13 @@ class DelegationOptions:
     one-shot background task collected with `task_output`."""
     team_tools: bool = True
     """Offer the shared team task board."""
+    definitions: Mapping[str, AgentDefinition] | None = None
+    """The agent definitions `subagent(agent=...)` may start.
+
+    None (the default) loads the tenant's files on entry: `<cwd>/.subagents/agents` and
+    `$SUBAGENTS_HOME/agents` for tenant `default`, else
+    `$SUBAGENTS_HOME/tenants/<tenant>/agents`.
+    """
 
 
 class Runtime(AgentRuntime):
@@ -94,11 +108,17 @@ class Runtime(AgentRuntime):
         )
         self.teams = TeamBoards(self, self.subagents)
         self._report = report_tool(self.continuable)
+        self.definition_problems: list[DefinitionProblem] = []
+        """What was wrong with the definition files read on entry (each also logged)."""
 
     async def __aenter__(self) -> Self:
         await super().__aenter__()
         self._stack.push_async_callback(self.tasks.aclose)
         options = self.delegation
+        if options.definitions is None:
+            await self.reload_definitions()
+        else:
+            self.subagents.set_definitions(options.definitions)
         for spec in task_tools(self.tasks):
             self.tools.register(spec)
         for spec in control_tools(self.continuable):
@@ -127,25 +147,108 @@ class Runtime(AgentRuntime):
             )
         return self
 
+    @property
+    def definitions(self) -> Mapping[str, AgentDefinition]:
+        """The agent definitions in use, by name."""
+        return self.subagents.definitions
+
+    async def reload_definitions(self) -> list[DefinitionProblem]:
+        """Read the tenant's definition files again, off the event loop.
+
+        The delegation tools re-derive their wording. Returns (and logs) the problems found.
+        """
+        found, problems = await aload_definitions(self.cwd, subagents_home(), self.tenant)
+        for problem in problems:
+            log.warning("agent definition: %s", problem)
+        self.definition_problems = problems
+        self.subagents.set_definitions(found)
+        return problems
+
+    async def create_agent_from(self, definition: str | AgentDefinition) -> Agent:
+        """Start a new root session (`lead`) running a definition.
+
+        Its body is the lead's instructions, its tools scope the lead (never wider than the
+        runtime's), its `max_depth` caps the tree. Nothing is created when it is refused.
+        """
+        if isinstance(definition, str):
+            found = self.definitions.get(definition)
+            if found is None:
+                names = ", ".join(self.definitions) or "none are loaded"
+                raise SubagentError(
+                    f'unknown agent definition "{definition}"; the definitions are: {names}',
+                    code=ErrorCode.UNKNOWN_DEFINITION,
+                    definition=definition,
+                )
+            definition = found
+        check_model(definition, self.model_spec)
+        check_definition_tools(definition, set(self.tools.names()))
+        profile = child_profile(None, definition, parent_tools=set(self.tools.names()), depth=0)
+        agent = await self.create_agent(config=AgentConfig(instructions=definition.body))
+        if profile is not None:
+            self.subagents.profiles[agent.id] = profile
+            if profile.tool_filter is not None:
+                agent.tools.restrict(allow=profile.tool_filter.allow)
+        return agent
+
     async def before_close(self) -> None:
         # Continuable children are released child-first, without notices, keeping their
         # pending input: the tree stays resumable from the log.
         await self.continuable.aclose()
 
     def _setup_continuable(self, agent: Agent) -> None:
+        header = agent.session.header
+        profile = None
+        if header.parent is not None:
+            local = agent.name.rsplit("/", 1)[-1]
+            profile = self.subagents.adopt(header.parent, local, agent.id)
+        profile = profile or self.subagents.profiles.get(agent.id)
+        if profile is not None:
+            # Before the child's first request: its instructions and scope come from its
+            # profile (definition, inherited scope, depth cap), at start and on a resume.
+            agent.config = dataclasses.replace(
+                agent.config,
+                instructions=self._instructions(
+                    base=AgentConfig().instructions,
+                    full_name=agent.name,
+                    depth=header.depth,
+                    profile=profile,
+                ),
+            )
+            _apply(agent, profile.tool_filter)
         agent.tools.register(self._report)
 
     def _resumed_instructions(self, full_name: str, depth: int) -> str:
-        statement = delegation_statement(
-            full_name=full_name, depth=depth, max_depth=self.delegation.max_depth
+        return self._instructions(
+            base=AgentConfig().instructions, full_name=full_name, depth=depth, profile=None
         )
-        return f"{AgentConfig().instructions}\n\n{statement}"
 
     def _child_instructions(self, admission: Admission) -> str:
         base = admission.parent.config.instructions.split("\n\nYou are the delegated subagent")[0]
-        statement = delegation_statement(
+        return self._instructions(
+            base=base,
             full_name=admission.full_name,
             depth=admission.depth,
-            max_depth=self.delegation.max_depth,
+            profile=admission.profile,
         )
+
+    def _instructions(
+        self, *, base: str, full_name: str, depth: int, profile: AgentProfile | None
+    ) -> str:
+        """A child's instructions: its definition's body (else `base`), then its statement.
+
+        The statement says where it stands, with its subtree's depth cap.
+        """
+        max_depth = self.delegation.max_depth
+        if profile is not None:
+            if profile.definition is not None:
+                base = profile.definition.body
+            cap = profile.depth_cap
+            if cap is not None and (max_depth is None or cap < max_depth):
+                max_depth = cap
+        statement = delegation_statement(full_name=full_name, depth=depth, max_depth=max_depth)
         return f"{base}\n\n{statement}"
+
+
+def _apply(agent: Agent, tool_filter: ToolFilter | None) -> None:
+    if tool_filter is not None:
+        agent.tools.restrict(allow=tool_filter.allow, deny=tool_filter.deny)

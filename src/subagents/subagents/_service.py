@@ -1,9 +1,11 @@
 """`SubagentService`: the provider registry and the one-shot start path.
 
-Every start is validated in a fixed order before any child exists: provider, capabilities,
-depth (from the parent's persisted depth), name (reserved synchronously), working directory.
-Only then does the provider create the child; the creator's catalog entry commits the name.
-`subagent/start` and `subagent/end` are emitted in pairs, start first.
+Every start is validated in a fixed order before any child exists: the definition's tools,
+provider, capabilities, depth (from the parent's persisted depth and its subtree's cap), name
+(reserved synchronously), working directory. Only then does the provider create the child; the
+creator's catalog entry commits the name. `subagent/start` and `subagent/end` are emitted in
+pairs, start first. The service also keeps each agent's profile (definition, tool scope, depth
+cap), so a child never gets more than its parent.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import asyncio
 import itertools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..core import Agent, AgentRuntime
@@ -20,7 +22,15 @@ from ..errors import DuplicateError, ErrorCode, SubagentError
 from ..ids import SessionId
 from ..sessions import SubagentCatalog
 from ._catalog import catalog_entries
-from ._naming import NameBook, full_name
+from ._definitions import AgentDefinition
+from ._lifecycle import (
+    DefinitionsChanged as DefinitionsChanged,
+    ProviderAdded as ProviderAdded,
+    ProviderRemoved as ProviderRemoved,
+    SubagentEnded as SubagentEnded,
+    SubagentStarted as SubagentStarted,
+)
+from ._naming import NameBook, full_name, name_error
 from ._providers import (
     CAPABILITY_ORDER,
     Capability,
@@ -30,9 +40,11 @@ from ._providers import (
     ToolFilter,
 )
 from ._results import SubagentResult
+from ._scope import AgentProfile, check_definition_tools, child_profile, narrow
 
 __all__ = [
     "Admission",
+    "DefinitionsChanged",
     "ProviderAdded",
     "ProviderRemoved",
     "ServiceRun",
@@ -42,38 +54,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("subagents.delegation")
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderAdded:
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderRemoved:
-    name: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SubagentStarted:
-    run_id: str
-    provider: str
-    child_id: str
-    name: str
-    parent_id: str
-    local: bool
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SubagentEnded:
-    run_id: str
-    provider: str
-    child_id: str
-    name: str
-    parent_id: str
-    local: bool
-    stop_reason: str
-    last_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +69,8 @@ class Admission:
     cwd: str
     depth: int
     tool_filter: ToolFilter | None
+    profile: AgentProfile | None = None
+    """What narrows the child (its definition, tools, depth cap); None when nothing does."""
 
 
 class ServiceRun:
@@ -159,6 +141,11 @@ class SubagentService:
         self._names: dict[SessionId, NameBook] = {}
         self._run_ids = itertools.count(1)
         self._instructions = instructions
+        self.definitions: Mapping[str, AgentDefinition] = {}
+        """The agent definitions `subagent(agent=...)` may name (set by the runtime)."""
+        self.profiles: dict[SessionId, AgentProfile] = {}
+        """Agents narrowed by a definition or an ancestor's scope, by session id."""
+        self._pending: dict[tuple[SessionId, str], AgentProfile] = {}
 
     # -- events -------------------------------------------------------------------------------
 
@@ -191,6 +178,24 @@ class SubagentService:
     def get_provider(self, name: str) -> SubagentProvider | None:
         return self._providers.get(name)
 
+    def set_definitions(self, definitions: Mapping[str, AgentDefinition]) -> None:
+        """Replace the agent definitions; the delegation tools re-derive their wording."""
+        self.definitions = dict(definitions)
+        self.emit(DefinitionsChanged(tuple(self.definitions)))
+
+    # -- profiles -----------------------------------------------------------------------------
+
+    def adopt(self, parent_id: SessionId, name: str, child_id: SessionId) -> AgentProfile | None:
+        """Bind the profile admitted for `parent_id`'s child `name` to the child's id.
+
+        Called once the child exists and before it runs; names are unique per parent while
+        reserved, so the key is unambiguous. Later lookups use `profiles`.
+        """
+        profile = self._pending.pop((parent_id, name), None)
+        if profile is not None:
+            self.profiles[child_id] = profile
+        return profile
+
     def providers(self) -> list[str]:
         return list(self._providers)
 
@@ -222,13 +227,89 @@ class SubagentService:
         cwd: str | None = None,
         max_depth: int | None = None,
         tool_filter: ToolFilter | None = None,
+        definition: AgentDefinition | None = None,
     ) -> Admission:
-        """Validate a start in the fixed order and reserve its name (synchronously)."""
-        provider = self._providers.get(provider_name)
+        """Validate a start in the fixed order and reserve its name (synchronously).
+
+        With `definition`, the child runs it: its tools resolve against the parent's (never
+        wider), its `max_depth` narrows the subtree's cap, and the name defaults to its name.
+        """
+        depth = parent.session.header.depth + 1
+        profile = self._narrowing(parent, definition, depth)
+        requested_filter = tool_filter
+        if profile is not None:
+            tool_filter = narrow(tool_filter, profile.tool_filter)
+        provider = self._provider_for(provider_name, max_depth=max_depth, tool_filter=tool_filter)
+        if max_depth is not None and (isinstance(max_depth, bool) or max_depth < 0):
+            raise SubagentError(
+                "subagent maxDepth must be a non-negative safe integer", code=ErrorCode.USAGE
+            )
+        parent_profile = self.profiles.get(parent.id)
+        cap = parent_profile.depth_cap if parent_profile is not None else None
+        if cap is not None and (max_depth is None or cap < max_depth):
+            max_depth = cap
+        if max_depth is not None and depth > max_depth:
+            raise SubagentError(
+                f"subagent depth {depth} exceeds maxDepth {max_depth}; carry out the work "
+                "directly instead of delegating",
+                code=ErrorCode.DEPTH_EXCEEDED,
+                depth=depth,
+                max_depth=max_depth,
+            )
+        if requested_filter is not None:
+            named = sorted((requested_filter.allow or frozenset()) | requested_filter.deny)
+            missing = [
+                t
+                for t in named
+                if self.runtime.tools.get(t) is None and parent.tools.get(t) is None
+            ]
+            if missing:
+                raise SubagentError(
+                    f"tool filter names unknown tools: {', '.join(missing)}",
+                    code=ErrorCode.USAGE,
+                )
+        parent_cwd = parent.session.header.cwd
+        resolved_cwd = os.path.normpath(os.path.join(parent_cwd, cwd)) if cwd else parent_cwd
+        book = self.name_book(parent)
+        if name is None and definition is not None and not book.taken(definition.name):
+            name = definition.name if name_error(definition.name) is None else None
+        chosen = book.reserve(name)
+        if profile is not None:
+            self._pending[(parent.id, chosen)] = profile
+        return Admission(
+            provider=provider,
+            parent=parent,
+            prompt=prompt,
+            label=label,
+            name=chosen,
+            full_name=full_name(parent.name, chosen),
+            cwd=resolved_cwd,
+            depth=depth,
+            tool_filter=tool_filter,
+            profile=profile,
+        )
+
+    def _narrowing(
+        self, parent: Agent, definition: AgentDefinition | None, depth: int
+    ) -> AgentProfile | None:
+        """The child's profile: its definition's scope, else the parent's; its depth cap."""
+        inheritable: set[str] = set()
+        if definition is not None:
+            shared = set(self.runtime.tools.names())
+            own = {spec.name for spec in parent.tools.visible()}
+            check_definition_tools(definition, shared | own)
+            inheritable = shared & own  # what a child can inherit from this parent
+        parent_profile = self.profiles.get(parent.id)
+        return child_profile(parent_profile, definition, parent_tools=inheritable, depth=depth)
+
+    def _provider_for(
+        self, name: str, *, max_depth: int | None, tool_filter: ToolFilter | None
+    ) -> SubagentProvider:
+        """The provider, if it can enforce what this start needs."""
+        provider = self._providers.get(name)
         if provider is None:
             raise SubagentError(
-                f'no subagent provider registered for "{provider_name}"',
-                code=ErrorCode.NO_PROVIDER,
+                f'no subagent provider registered for "{name}"', code=ErrorCode.NO_PROVIDER
             )
         requested: list[Capability] = []
         if max_depth is not None:
@@ -242,48 +323,11 @@ class SubagentService:
                     f'"{capability}" capability',
                     code=ErrorCode.UNSUPPORTED_CAPABILITY,
                 )
-        if max_depth is not None and (isinstance(max_depth, bool) or max_depth < 0):
-            raise SubagentError(
-                "subagent maxDepth must be a non-negative safe integer", code=ErrorCode.USAGE
-            )
-        depth = parent.session.header.depth + 1
-        if max_depth is not None and depth > max_depth:
-            raise SubagentError(
-                f"subagent depth {depth} exceeds maxDepth {max_depth}; carry out the work "
-                "directly instead of delegating",
-                code=ErrorCode.DEPTH_EXCEEDED,
-                depth=depth,
-                max_depth=max_depth,
-            )
-        if tool_filter is not None:
-            named = sorted((tool_filter.allow or frozenset()) | tool_filter.deny)
-            missing = [
-                t
-                for t in named
-                if self.runtime.tools.get(t) is None and parent.tools.get(t) is None
-            ]
-            if missing:
-                raise SubagentError(
-                    f"tool filter names unknown tools: {', '.join(missing)}",
-                    code=ErrorCode.USAGE,
-                )
-        parent_cwd = parent.session.header.cwd
-        resolved_cwd = os.path.normpath(os.path.join(parent_cwd, cwd)) if cwd else parent_cwd
-        chosen = self.name_book(parent).reserve(name)
-        return Admission(
-            provider=provider,
-            parent=parent,
-            prompt=prompt,
-            label=label,
-            name=chosen,
-            full_name=full_name(parent.name, chosen),
-            cwd=resolved_cwd,
-            depth=depth,
-            tool_filter=tool_filter,
-        )
+        return provider
 
     def cancel(self, admission: Admission) -> None:
         """Give back an admission that will not be launched."""
+        self._pending.pop((admission.parent.id, admission.name), None)
         self.name_book(admission.parent).release(admission.name)
 
     async def check_cwd(self, admission: Admission) -> None:
@@ -316,6 +360,7 @@ class SubagentService:
                     )
                 )
                 book.commit(admission.name)
+                self.adopt(parent.id, admission.name, child_id)
 
             run = await admission.provider.start(
                 StartRequest(
@@ -330,6 +375,9 @@ class SubagentService:
                     establish=establish,
                 )
             )
+        except BaseException:
+            self._pending.pop((parent.id, admission.name), None)
+            raise
         finally:
             book.release(admission.name)  # a no-op once the catalog entry committed it
         started = SubagentStarted(

@@ -1,11 +1,13 @@
 """The `subagent` tool (and `subagent_fork`).
 
-Delegate to a named child, in the foreground or as a background task.
+Delegate to a named child, in the foreground or as a background task, optionally started from
+an agent definition (`agent`): its instructions, its tool scope (never wider than the
+caller's), its depth cap; `context: fork` routes to the fork provider.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -14,11 +16,18 @@ from ..errors import ErrorCode, SubagentError, ToolError
 from ..messages import JsonObject
 from ..tools import ToolContext, ToolResult, ToolSpec
 from ._results import failure_headline
+from ._scope import pick_definition
 from ._service import Admission, SubagentService
-from ._wording import prompt_description, tool_description
+from ._wording import (
+    agent_parameter_description,
+    definitions_description,
+    prompt_description,
+    tool_description,
+)
 
 if TYPE_CHECKING:
     from ._continuable import ContinuableManager
+    from ._definitions import AgentDefinition
     from ._tasks import TaskOutcome, TaskRegistry
 
 __all__ = ["SubagentToolConfig", "mount_subagent_tool", "subagent_tool"]
@@ -47,7 +56,7 @@ def calling_agent(service: SubagentService, ctx: ToolContext, tool_name: str) ->
     return agent
 
 
-def _parameters(*, inherits: bool, background: bool) -> JsonObject:
+def _parameters(*, inherits: bool, background: bool, agents: Sequence[str] = ()) -> JsonObject:
     properties: dict[str, Any] = {
         "description": {
             "type": "string",
@@ -74,6 +83,11 @@ def _parameters(*, inherits: bool, background: bool) -> JsonObject:
             ),
         },
     }
+    if agents:
+        properties["agent"] = {
+            "type": "string",
+            "description": agent_parameter_description(agents),
+        }
     if background:
         properties["run_in_background"] = {
             "type": "boolean",
@@ -95,6 +109,7 @@ def subagent_tool(
 ) -> ToolSpec:
     """Build the tool for one provider instance."""
     name = config.tool_name
+    usable = [d for d in service.definitions.values() if not (inherits and d.context == "spawn")]
 
     async def handler(args: JsonObject, ctx: ToolContext) -> ToolResult | str:
         parent = calling_agent(service, ctx, name)
@@ -113,14 +128,18 @@ def subagent_tool(
                 raise SubagentError(
                     f"invalid {key}: expected text that is not blank", code=ErrorCode.USAGE
                 )
+        provider, definition = _definition_for(
+            service, config, args.get("agent"), inherits=inherits, background=background
+        )
         admission = service.admit(
-            config.provider,
+            provider,
             parent=parent,
             prompt=str(args["prompt"]),
             label=str(args["description"]),
             name=args.get("name"),
             cwd=args.get("cwd"),
             max_depth=config.max_depth,
+            definition=definition,
         )
         if background and config.background_mode == "continuable" and continuable is not None:
             try:
@@ -154,12 +173,45 @@ def subagent_tool(
             inherits=inherits,
             background=config.background,
             continuable=config.background_mode == "continuable" and continuable is not None,
+        )
+        + definitions_description(usable, inherits=inherits),
+        parameters=_parameters(
+            inherits=inherits, background=config.background, agents=[d.name for d in usable]
         ),
-        parameters=_parameters(inherits=inherits, background=config.background),
         handler=handler,
         parallel_safe=True,
         checkpoint=False,  # every effect is a write to our own, ordered log
     )
+
+
+def _definition_for(
+    service: SubagentService,
+    config: SubagentToolConfig,
+    agent: object,
+    *,
+    inherits: bool,
+    background: bool,
+) -> tuple[str, AgentDefinition | None]:
+    """The provider and definition of a call (`agent` omitted: the tool's own provider)."""
+    if agent is None:
+        return config.provider, None
+    definition = pick_definition(
+        service.definitions,
+        agent,
+        tool_name=config.tool_name,
+        inherits=inherits,
+        background=background,
+        runtime_spec=service.runtime.model_spec,
+    )
+    if definition.context != "fork" or inherits:
+        return config.provider, definition
+    if service.get_provider("fork") is None:
+        raise SubagentError(
+            f'agent definition "{definition.name}" declares `context: fork`, but this runtime '
+            "offers no fork provider",
+            code=ErrorCode.NO_PROVIDER,
+        )
+    return "fork", definition
 
 
 async def _run_foreground(service: SubagentService, admission: Admission) -> str:
@@ -218,7 +270,7 @@ def mount_subagent_tool(
     The tool mirrors the provider's lifecycle and takes its wording from the provider's
     context contract.
     """
-    from ._service import ProviderAdded, ProviderRemoved
+    from ._service import DefinitionsChanged, ProviderAdded, ProviderRemoved
 
     registry = service.runtime.tools
     mounted = False
@@ -250,8 +302,13 @@ def mount_subagent_tool(
             mount()
         elif isinstance(event, ProviderRemoved) and event.name == config.provider:
             unmount()
+        elif isinstance(event, DefinitionsChanged) and mounted:
+            unmount()  # the wording lists the definitions: derive it again
+            mount()
 
-    unsubscribe = service.runtime.subscribe(on_event, types=(ProviderAdded, ProviderRemoved))
+    unsubscribe = service.runtime.subscribe(
+        on_event, types=(ProviderAdded, ProviderRemoved, DefinitionsChanged)
+    )
     mount()
 
     def dispose() -> None:

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-__all__ = ["delegation_statement", "tool_description", "prompt_description"]
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._definitions import AgentDefinition
+
+__all__ = [
+    "agent_parameter_description",
+    "definitions_description",
+    "delegation_statement",
+    "tool_description",
+    "prompt_description",
+]
 
 _FRESH = (
     "Delegate a self-contained task to a subagent: a separate agent that works in its own "
@@ -41,6 +53,33 @@ _CONTINUABLE = (
 def tool_description(*, inherits: bool, background: bool, continuable: bool = False) -> str:
     tail = (_CONTINUABLE if continuable else _BACKGROUND) if background else ""
     return (_INHERITS if inherits else _FRESH) + _NAMES + tail
+
+
+def definitions_description(definitions: Sequence[AgentDefinition], *, inherits: bool) -> str:
+    """The tool description's list of the definitions this tool can start ("" if none)."""
+    usable = [d for d in definitions if not (inherits and d.context == "spawn")]
+    if not usable:
+        return ""
+    lines = [
+        "",
+        "",
+        "Agent definitions: set `agent` to one of these names to start a specialised child; "
+        "it works with that definition's instructions and tools (never more tools than you "
+        "have).",
+    ]
+    for d in usable:
+        note = " (inherits this conversation)" if d.context == "fork" and not inherits else ""
+        limits = " (foreground only)" if not d.background else ""
+        lines.append(f"- {d.name}{note}{limits}: {d.description}")
+    return "\n".join(lines)
+
+
+def agent_parameter_description(names: Sequence[str]) -> str:
+    return (
+        f"The agent definition to start the child from: one of {', '.join(names)}. Without "
+        "it the child is a general-purpose agent. When `name` is omitted, the child is named "
+        "after the definition (if that name is free)."
+    )
 
 
 def prompt_description(*, inherits: bool) -> str:

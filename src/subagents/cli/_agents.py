@@ -1,0 +1,84 @@
+"""Agent definitions on the command line: `subagents agents` and `run --agent`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ..errors import SubagentsError
+from ..models._spec import parse_model_spec
+from ..subagents._definitions import (
+    AgentDefinition,
+    definition_dirs,
+    load_definitions,
+    subagents_home,
+)
+from ._common import fail
+from ._render import dumps
+
+__all__ = ["choose_definition", "definitions_for", "list_agents", "model_for"]
+
+
+def definitions_for(cwd: str | Path | None, tenant: str) -> dict[str, AgentDefinition]:
+    """The tenant's definitions; each problem is one warning line on stderr."""
+    found, problems = load_definitions(cwd or os.getcwd(), subagents_home(), tenant)
+    for problem in problems:
+        typer.echo(f"subagents: warning: {problem}", err=True)
+    return found
+
+
+def choose_definition(
+    definitions: dict[str, AgentDefinition], name: str, *, tenant: str
+) -> AgentDefinition:
+    """The definition `--agent NAME` names, else exit 2 listing the names (nothing written)."""
+    found = definitions.get(name)
+    if found is None:
+        names = ", ".join(definitions) if definitions else "none are defined"
+        fail(
+            f"unknown agent {name!r} for tenant {tenant!r}; the definitions are: {names} "
+            "(see `subagents agents`)"
+        )
+    return found
+
+
+def model_for(definition: AgentDefinition | None, model: str | None) -> str | None:
+    """`--model`, else the definition's model; a definition never silently loses its model."""
+    if definition is None or definition.model == "inherit":
+        return model
+    if model is None:
+        return definition.model
+    try:
+        given = str(parse_model_spec(model))
+    except SubagentsError:  # an invalid --model is reported by resolve_model
+        return model
+    if given != definition.model:
+        fail(
+            f"agent {definition.name!r} asks for model {definition.model!r} but --model is "
+            f"{given!r}; drop --model or set `model: inherit` in {definition.source}"
+        )
+    return model
+
+
+def list_agents(cwd: Path | None, tenant: str, *, as_json: bool) -> None:
+    """Print the definitions (problems go to stderr as warnings)."""
+    definitions = definitions_for(cwd, tenant)
+    rows: list[dict[str, Any]] = [
+        {"name": d.name, "description": d.description, "source": d.source, "tier": d.tier}
+        for d in definitions.values()
+    ]
+    if as_json:
+        typer.echo(dumps(rows))
+        return
+    if not rows:
+        dirs = definition_dirs(cwd or os.getcwd(), subagents_home(), tenant)
+        typer.echo("no agent definitions in " + ", ".join(str(d) for _, d in dirs))
+        return
+    width = max(len(r["name"]) for r in rows)
+    lines = [f"{'NAME':{width}}  {'TIER':7}  DESCRIPTION"]
+    for row in rows:
+        lines.append(f"{row['name']:{width}}  {row['tier']:7}  {row['description']}")
+        lines.append(f"{'':{width}}  {'':7}  {row['source']}")
+    typer.echo("\n".join(lines))

@@ -1,0 +1,235 @@
+"""Agent definition files: Markdown with YAML frontmatter, read from three tiers.
+
+```
+---
+name: reviewer
+description: Reviews a change for bugs and unclear code.
+tools: read_file, grep
+max_depth: 0
+---
+You review code. ...
+```
+
+Tiers (DESIGN.md 4.4): tenant `default` reads the project tier `<cwd>/.subagents/agents/*.md`
+and the user tier `$SUBAGENTS_HOME/agents/*.md`, the project file winning a name clash. Any
+other tenant reads only `$SUBAGENTS_HOME/tenants/<tenant>/agents/*.md`: the project and user
+tiers belong to tenant `default`, and a tenant never sees another tenant's files (fail closed).
+
+A file that cannot be used is reported as a `DefinitionProblem` (its path and line) and
+skipped; loading never raises for a bad file and never drops one silently. Claude Code keys
+this runtime does not use are ignored with a warning; any other unknown key is an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TypeAlias
+
+from ..messages import JsonObject
+from ._frontmatter import BUDGET_KEYS, DefinitionProblem, read_frontmatter
+from ._naming import name_error
+
+__all__ = [
+    "AgentDefinition",
+    "DefinitionBudget",
+    "DefinitionProblem",
+    "Tier",
+    "aload_definitions",
+    "definition_dirs",
+    "load_definitions",
+    "parse_definition",
+    "subagents_home",
+]
+
+Tier: TypeAlias = Literal["project", "user", "tenant"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DefinitionBudget:
+    """Limits a definition asks for (stored; enforced by a later feature)."""
+
+    tokens: int | None = None
+    model_calls: int | None = None
+    children: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentDefinition:
+    """One agent definition file, parsed and checked."""
+
+    name: str
+    description: str
+    body: str
+    """The instructions (the Markdown below the frontmatter)."""
+    tools: tuple[str, ...] = ()
+    """The allow list; empty means every host tool that is not denied."""
+    disallowed_tools: tuple[str, ...] = ()
+    model: str = "inherit"
+    """`inherit`, or a model spec in canonical form."""
+    context: Literal["spawn", "fork"] | None = None
+    """The context boundary it declares; None leaves it to the tool that starts it."""
+    max_depth: int | None = None
+    """Levels of delegation allowed below an agent started from it (0: it may not delegate)."""
+    background: bool = True
+    """Whether it may run in the background."""
+    output_schema: JsonObject | None = None
+    budget: DefinitionBudget | None = None
+    source: str = ""
+    """The file it was read from."""
+    line: int = 1
+    """The line of its `name` key in `source`."""
+    tier: Tier = "project"
+
+
+# -- one file ---------------------------------------------------------------------------------
+
+
+def parse_definition(
+    text: str, *, source: str, tier: Tier = "project"
+) -> tuple[AgentDefinition | None, list[DefinitionProblem]]:
+    """Parse one file's text: the definition (None when unusable) and its problems."""
+    found = read_frontmatter(text, path=source)
+    if found.values is None:
+        return None, found.problems()
+    name = found.text("name", required=True)
+    if name is not None and (problem := name_error(name)) is not None:
+        found.error(found.line_of("name"), problem.replace("subagent name", "agent name"))
+    description = found.text("description", required=True)
+    context = found.choice("context", ("spawn", "fork"))
+    boundary: Literal["spawn", "fork"] | None = (
+        "fork" if context == "fork" else "spawn" if context == "spawn" else None
+    )
+    background = found.flag("background")
+    limits = found.limits("budget", BUDGET_KEYS)
+    definition = AgentDefinition(
+        name=name or "",
+        description=description or "",
+        body=found.body,
+        tools=found.tool_list("tools"),
+        disallowed_tools=found.tool_list("disallowed_tools"),
+        model=found.model(),
+        context=boundary,
+        max_depth=found.integer("max_depth", minimum=0),
+        background=True if background is None else background,
+        output_schema=found.schema("output_schema"),
+        budget=None if limits is None else DefinitionBudget(**limits),
+        source=source,
+        line=found.line_of("name"),
+        tier=tier,
+    )
+    if found.errors:
+        return None, found.problems()
+    return definition, found.problems()
+
+
+# -- tiers ------------------------------------------------------------------------------------
+
+
+def subagents_home(environ: Mapping[str, str] | None = None) -> Path:
+    """`$SUBAGENTS_HOME`, else `~/.subagents`."""
+    env = os.environ if environ is None else environ
+    return Path(env.get("SUBAGENTS_HOME") or Path.home() / ".subagents")
+
+
+def definition_dirs(cwd: str | Path, home: str | Path, tenant: str) -> list[tuple[Tier, Path]]:
+    """The directories a tenant reads, highest precedence first."""
+    if tenant == "default":
+        return [
+            ("project", Path(cwd) / ".subagents" / "agents"),
+            ("user", Path(home) / "agents"),
+        ]
+    return [("tenant", Path(home) / "tenants" / tenant / "agents")]
+
+
+def _unsafe_tenant(tenant: str) -> bool:
+    return not tenant or tenant in {".", ".."} or any(c in tenant for c in "/\\\0")
+
+
+def load_definitions(
+    cwd: str | Path, home: str | Path, tenant: str
+) -> tuple[dict[str, AgentDefinition], list[DefinitionProblem]]:
+    """Read a tenant's definitions (blocking: from async code use `aload_definitions`).
+
+    Returns the definitions by name (sorted) and every problem found, in reading order.
+    """
+    if _unsafe_tenant(tenant):
+        where = str(Path(home) / "tenants")
+        return {}, [
+            DefinitionProblem(
+                where,
+                None,
+                f"tenant {tenant!r} cannot name a directory; no definitions loaded",
+                skipped=False,
+            )
+        ]
+    chosen: dict[str, AgentDefinition] = {}
+    problems: list[DefinitionProblem] = []
+    for tier, directory in definition_dirs(cwd, home, tenant):
+        for definition in _read_tier(tier, directory, problems):
+            earlier = chosen.get(definition.name)
+            if earlier is None:
+                chosen[definition.name] = definition
+            else:
+                problems.append(
+                    DefinitionProblem(
+                        definition.source,
+                        definition.line,
+                        f'agent "{definition.name}" is also defined by the {earlier.tier} '
+                        f"file {earlier.source}, which takes precedence",
+                    )
+                )
+    return dict(sorted(chosen.items())), problems
+
+
+async def aload_definitions(
+    cwd: str | Path, home: str | Path, tenant: str
+) -> tuple[dict[str, AgentDefinition], list[DefinitionProblem]]:
+    """`load_definitions` off the event loop."""
+    return await asyncio.to_thread(load_definitions, cwd, home, tenant)
+
+
+def _read_tier(
+    tier: Tier, directory: Path, problems: list[DefinitionProblem]
+) -> list[AgentDefinition]:
+    if not directory.exists():
+        return []
+    try:
+        paths = sorted(p for p in directory.iterdir() if p.suffix == ".md" and p.is_file())
+    except OSError as exc:
+        problems.append(
+            DefinitionProblem(
+                str(directory), None, f"cannot list the directory: {exc.strerror}", skipped=False
+            )
+        )
+        return []
+    found: dict[str, AgentDefinition] = {}
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            problems.append(DefinitionProblem(str(path), 1, "not UTF-8 text"))
+            continue
+        except OSError as exc:
+            problems.append(DefinitionProblem(str(path), None, f"cannot read: {exc.strerror}"))
+            continue
+        definition, found_problems = parse_definition(text, source=str(path), tier=tier)
+        problems.extend(found_problems)
+        if definition is None:
+            continue
+        first = found.get(definition.name)
+        if first is not None:
+            problems.append(
+                DefinitionProblem(
+                    str(path),
+                    definition.line,
+                    f'duplicate agent name "{definition.name}": {first.source} already defines '
+                    "it in this tier",
+                )
+            )
+            continue
+        found[definition.name] = definition
+    return list(found.values())
