@@ -8,6 +8,7 @@ text and tool list.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from delegation_support import Lifecycle, ToolReply, events, make_runtime, replies
@@ -16,10 +17,10 @@ from hypothesis import given, strategies as st
 from subagents import DelegationOptions
 from subagents.errors import ConfigError, ErrorCode
 from subagents.ids import SessionId
-from subagents.messages import UserMessage
+from subagents.messages import MessageSource, UserMessage
 from subagents.models import ModelRequest
-from subagents.sessions import ToolResultEvent
-from subagents.subagents import AgentDefinition, resolve_tools
+from subagents.sessions import SqliteEventStore, ToolResultEvent
+from subagents.subagents import AgentDefinition, catalog_entries, resolve_tools
 
 NAMES = st.sampled_from(["read", "write", "exec", "search", "fetch", "plan"])
 TOOL_SETS = st.frozensets(NAMES)
@@ -292,3 +293,41 @@ async def test_the_root_refuses_a_definition_naming_unknown_tools() -> None:
         assert caught.value.code == ErrorCode.CONFIG
         assert "names tools this runtime does not have: task_lst" in caught.value.message
         assert await rt.store.list_headers(tenant=rt.tenant, roots_only=False) == []
+
+
+async def test_a_restarted_runtime_restores_a_childs_scope_from_its_log(tmp_path: Path) -> None:
+    """A new process without the definition loaded resumes the child with the scope and
+    instructions its descriptor recorded: a restart never widens what it may use."""
+    path = tmp_path / "state.db"
+    script = """
+lead:
+  - calls:
+      - {tool: subagent, args: {description: Review, prompt: Review, agent: reviewer,
+                                run_in_background: true}}
+  - text: Started.
+  - text: Heard back.
+  - text: Heard back again.
+reviewer:
+  - text: first look
+  - text: second look
+"""
+    rt, first = make_runtime(
+        script, store=SqliteEventStore(path), delegation=with_definitions(REVIEWER)
+    )
+    async with rt:
+        result = await rt.run("go")
+        lead = rt.get_agent(result.session_id)
+        assert lead is not None
+        (entry,) = catalog_entries(lead.session.records)
+        child = SessionId(entry.child_id)
+    rt2, second = make_runtime(
+        script, store=SqliteEventStore(path), delegation=DelegationOptions(definitions={})
+    )
+    async with rt2:
+        lead = await rt2.resume_agent(result.session_id)
+        await rt2.continuable.send(lead, child, "Look again", source=MessageSource(kind="parent"))
+        await rt2.wait_quiescent()
+    (request,) = second.requests_of("reviewer")
+    assert tool_names(request) == tool_names(first.requests_of("reviewer")[0])
+    assert tool_names(request) == ["list_agents", "report", "task_list"]
+    assert request.system.startswith("You are a meticulous reviewer.\n\nYou are the delegated")

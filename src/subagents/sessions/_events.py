@@ -185,6 +185,14 @@ class SubagentDescriptor(_Event, frozen=True, kw_only=True, tag="subagent/descri
     provider: str = ""
     label: str = ""
     agent_model: str | None = None
+    definition: str | None = None
+    """The agent definition it runs, by name (for display; the fields below are what count)."""
+    instructions: str | None = None
+    """The definition's body, as it was when the child started."""
+    tools_allow: tuple[str, ...] | None = None
+    tools_deny: tuple[str, ...] = ()
+    depth_cap: int | None = None
+    """Its resolved scope: a resume applies exactly this, never re-reading definitions."""
 
 
 class SubagentSettled(_Event, frozen=True, kw_only=True, tag="subagent/settled"):

@@ -30,8 +30,9 @@ from ..sessions import (
 )
 from ..sessions._repair import interrupted_turn_closers
 from ._catalog import full_name_of
-from ._providers import ContinuableProvider
+from ._providers import ContinuableProvider, ToolFilter
 from ._results import SubagentResult, result_from_log, settlement_line
+from ._scope import AgentProfile
 from ._service import Admission, SubagentEnded, SubagentService, SubagentStarted
 
 __all__ = ["Activation", "ContinuableManager", "notice_text"]
@@ -60,6 +61,44 @@ class Activation:
     @property
     def id(self) -> SessionId:
         return self.agent.id
+
+
+def _descriptor_for(admission: Admission) -> SubagentDescriptor:
+    """A continuable child's descriptor, with the scope a resume must restore."""
+    profile = admission.profile
+    tool_filter = profile.tool_filter if profile is not None else None
+    definition = profile.definition if profile is not None else None
+    return SubagentDescriptor(
+        mode="continuable",
+        provider=admission.provider.name,
+        label=admission.label,
+        definition=definition.name if definition is not None else None,
+        instructions=definition.body if definition is not None else None,
+        tools_allow=(
+            tuple(sorted(tool_filter.allow))
+            if tool_filter is not None and tool_filter.allow is not None
+            else None
+        ),
+        tools_deny=tuple(sorted(tool_filter.deny)) if tool_filter is not None else (),
+        depth_cap=profile.depth_cap if profile is not None else None,
+    )
+
+
+def _restored_profile(descriptor: SubagentDescriptor) -> AgentProfile | None:
+    """The scope a child's descriptor recorded (None when nothing narrowed it)."""
+    if (
+        descriptor.tools_allow is None
+        and not descriptor.tools_deny
+        and descriptor.depth_cap is None
+        and descriptor.instructions is None
+    ):
+        return None
+    allow = frozenset(descriptor.tools_allow) if descriptor.tools_allow is not None else None
+    return AgentProfile(
+        tool_filter=ToolFilter(allow=allow, deny=frozenset(descriptor.tools_deny)),
+        depth_cap=descriptor.depth_cap,
+        instructions=descriptor.instructions,
+    )
 
 
 def _descriptor(records: Sequence[EventRecord]) -> str | None:
@@ -143,9 +182,7 @@ class ContinuableManager:
             )
         try:
             seed = provider.continuable_seed(parent)
-            descriptor = SubagentDescriptor(
-                mode="continuable", provider=admission.provider.name, label=admission.label
-            )
+            descriptor = _descriptor_for(admission)
             child = await self.runtime.create_child(
                 parent,
                 config=AgentConfig(
@@ -403,6 +440,9 @@ class ContinuableManager:
                 code=ErrorCode.NOT_RESUMABLE,
             )
         full_name = await full_name_of(self.runtime.read_log, self.runtime.read_header, header)
+        restored = _restored_profile(descriptor)
+        if restored is not None:  # the scope it started with, from its own log
+            self.service.profiles[header.id] = restored
         # The epoch starts after the last settlement its parent heard of (before any repair),
         # so a turn a crash cut off counts as stopped and an unannounced ending is announced.
         unannounced = max(header.seed_length, _last_settled(records))

@@ -242,6 +242,8 @@ class Runtime(AgentRuntime):
         if profile is not None:
             if profile.definition is not None:
                 base = profile.definition.body
+            elif profile.instructions is not None:
+                base = profile.instructions
             cap = profile.depth_cap
             if cap is not None and (max_depth is None or cap < max_depth):
                 max_depth = cap

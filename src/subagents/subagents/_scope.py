@@ -54,6 +54,9 @@ class AgentProfile:
     tool_filter: ToolFilter | None = None
     depth_cap: int | None = None
     """The deepest any agent of its subtree may be (absolute; the root is depth 0)."""
+    instructions: str | None = None
+    """Instructions restored from the child's log (a resumed child whose definition is not
+    loaded, or has changed since it started)."""
 
 
 def child_profile(
