@@ -331,3 +331,27 @@ reviewer:
     assert tool_names(request) == tool_names(first.requests_of("reviewer")[0])
     assert tool_names(request) == ["list_agents", "report", "task_list"]
     assert request.system.startswith("You are a meticulous reviewer.\n\nYou are the delegated")
+
+
+async def test_a_resumed_root_keeps_the_definition_it_ran(tmp_path: Path) -> None:
+    """`run --agent` records the definition's scope in the root's log; a resume in a runtime
+    without that definition loaded still runs with it."""
+    path = tmp_path / "state.db"
+    script = "lead:\n  - text: first\n  - text: second\n"
+    rt, first = make_runtime(
+        script, store=SqliteEventStore(path), delegation=with_definitions(REVIEWER)
+    )
+    async with rt:
+        lead = await rt.create_agent_from("reviewer")
+        await rt.run("go", agent=lead)
+    rt2, second = make_runtime(
+        script, store=SqliteEventStore(path), delegation=DelegationOptions(definitions={})
+    )
+    async with rt2:
+        resumed = await rt2.resume_agent(lead.id)
+        await rt2.run("again", agent=resumed)
+    (before,) = first.requests_of("lead")[:1]
+    (after,) = second.requests_of("lead")
+    assert tool_names(after) == tool_names(before)
+    assert "subagent" not in tool_names(after)
+    assert after.system == before.system == "You are a meticulous reviewer."

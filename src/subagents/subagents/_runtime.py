@@ -13,7 +13,7 @@ from .._clock import Clock
 from ..core import Agent, AgentConfig, AgentRuntime
 from ..errors import ErrorCode, SubagentError
 from ..models import Model
-from ..sessions import EventStore
+from ..sessions import EventStore, SubagentDescriptor
 from ..tools import ToolSpec
 from ._continuable import ContinuableManager
 from ._definitions import AgentDefinition, DefinitionProblem, aload_definitions, subagents_home
@@ -184,11 +184,49 @@ class Runtime(AgentRuntime):
         check_definition_tools(definition, set(self.tools.names()))
         profile = child_profile(None, definition, parent_tools=set(self.tools.names()), depth=0)
         agent = await self.create_agent(config=AgentConfig(instructions=definition.body))
+        tool_filter = profile.tool_filter if profile is not None else None
+        # Recorded in the root's own log, so a resumed root runs with the same scope.
+        agent.record(
+            SubagentDescriptor(
+                mode="one-shot",
+                provider="root",
+                label=definition.name,
+                definition=definition.name,
+                instructions=definition.body,
+                tools_allow=(
+                    tuple(sorted(tool_filter.allow))
+                    if tool_filter is not None and tool_filter.allow is not None
+                    else None
+                ),
+                depth_cap=profile.depth_cap if profile is not None else None,
+            )
+        )
         if profile is not None:
             self.subagents.profiles[agent.id] = profile
-            if profile.tool_filter is not None:
-                agent.tools.restrict(allow=profile.tool_filter.allow)
+            _apply(agent, profile.tool_filter)
         return agent
+
+    def setup_agent(self, agent: Agent) -> None:
+        """A resumed root that ran a definition gets back the scope its log recorded."""
+        header = agent.session.header
+        if header.parent is not None or agent.id in self.subagents.profiles:
+            return
+        descriptor = next(
+            (r.event for r in agent.session.records if isinstance(r.event, SubagentDescriptor)),
+            None,
+        )
+        if descriptor is None:
+            return
+        allow = frozenset(descriptor.tools_allow) if descriptor.tools_allow is not None else None
+        profile = AgentProfile(
+            tool_filter=ToolFilter(allow=allow, deny=frozenset(descriptor.tools_deny)),
+            depth_cap=descriptor.depth_cap,
+            instructions=descriptor.instructions,
+        )
+        self.subagents.profiles[agent.id] = profile
+        if descriptor.instructions is not None:
+            agent.config = dataclasses.replace(agent.config, instructions=descriptor.instructions)
+        _apply(agent, profile.tool_filter)
 
     async def before_close(self) -> None:
         # Continuable children are released child-first, without notices, keeping their
