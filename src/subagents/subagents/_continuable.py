@@ -33,7 +33,13 @@ from ._catalog import full_name_of
 from ._providers import ContinuableProvider, ToolFilter
 from ._results import SubagentResult, result_from_log, settlement_line
 from ._scope import AgentProfile
-from ._service import Admission, SubagentEnded, SubagentService, SubagentStarted
+from ._service import (
+    Admission,
+    SubagentEnded,
+    SubagentService,
+    SubagentStarted,
+    output_schema,
+)
 
 __all__ = ["Activation", "ContinuableManager", "notice_text"]
 
@@ -173,6 +179,14 @@ class ContinuableManager:
         parent = admission.parent
         book = self.service.name_book(parent)
         provider = admission.provider
+        if output_schema(admission) is not None:
+            book.release(admission.name)
+            raise SubagentError(
+                f"agent definition with an output_schema runs in the foreground only for now: "
+                f"call subagent without run_in_background to get {admission.full_name}'s "
+                "structured result",
+                code=ErrorCode.UNSUPPORTED_CAPABILITY,
+            )
         if not isinstance(provider, ContinuableProvider):
             book.release(admission.name)
             raise SubagentError(

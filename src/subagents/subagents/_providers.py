@@ -15,8 +15,10 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..core import Agent, AgentConfig, AgentRuntime
 from ..ids import SessionId
+from ..messages import JsonObject
 from ..sessions import EventRecord, SessionEvent, SubagentDescriptor, TurnEnd
 from ._results import SubagentResult, result_from_log
+from ._structured import StructuredCapture
 
 __all__ = [
     "Capability",
@@ -59,6 +61,8 @@ class StartRequest:
     cwd: str
     instructions: str
     tool_filter: ToolFilter | None = None
+    output_schema: JsonObject | None = None
+    """The object schema the child answers through `structured_output` (checked already)."""
     establish: Callable[[SessionId], Awaitable[None]] = field(repr=False)
     """Called once the child exists and before it receives its prompt (the catalog entry)."""
 
@@ -123,8 +127,9 @@ def completed_turns(records: Sequence[EventRecord]) -> list[SessionEvent]:
 class InProcessRun:
     """A child agent of this runtime, run for one result."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, structured: StructuredCapture | None = None) -> None:
         self._agent = agent
+        self._structured = structured
         self._result: SubagentResult | None = None
         self._disposed = False
         self._dispose_lock = asyncio.Lock()
@@ -140,7 +145,11 @@ class InProcessRun:
     def _settle(self) -> SubagentResult:
         if self._result is None:
             seed = self._agent.session.header.seed_length
-            self._result = result_from_log(self._agent.session.records[seed:])
+            records = self._agent.session.records[seed:]
+            result = result_from_log(records)
+            if self._structured is not None:
+                result = self._structured.settle(result, records)
+            self._result = result
         return self._result
 
     async def wait(self) -> SubagentResult:
@@ -164,12 +173,21 @@ class InProcessProvider:
     turns.
     """
 
-    capabilities: frozenset[Capability] = frozenset({"depth_limit", "tool_filter"})
+    capabilities: frozenset[Capability] = frozenset({"output_schema", "depth_limit", "tool_filter"})
 
-    def __init__(self, runtime: AgentRuntime, *, name: str, inherits_parent_context: bool) -> None:
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        *,
+        name: str,
+        inherits_parent_context: bool,
+        delegated_work: Callable[[Agent], bool] | None = None,
+    ) -> None:
         self._runtime = runtime
         self._name = name
         self._inherits = inherits_parent_context
+        self._delegated_work = delegated_work
+        """Whether an agent still has running children (refuses its structured output)."""
 
     @property
     def name(self) -> str:
@@ -197,8 +215,15 @@ class InProcessProvider:
             seed=seed,
             first_events=(descriptor,),
         )
-        run = InProcessRun(child)
+        structured = None
+        if request.output_schema is not None:
+            structured = StructuredCapture(
+                request.output_schema, delegated_work=self._delegated_work
+            )
+        run = InProcessRun(child, structured)
         try:
+            if structured is not None:
+                structured.install(child)
             if request.tool_filter is not None:
                 child.tools.restrict(allow=request.tool_filter.allow, deny=request.tool_filter.deny)
             await request.establish(child.id)

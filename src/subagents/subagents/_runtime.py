@@ -19,7 +19,8 @@ from ._continuable import ContinuableManager
 from ._definitions import AgentDefinition, DefinitionProblem, aload_definitions, subagents_home
 from ._providers import InProcessProvider, ToolFilter
 from ._scope import AgentProfile, check_definition_tools, check_model, child_profile
-from ._service import Admission, SubagentService
+from ._service import Admission, SubagentService, output_schema
+from ._structured import structured_instruction
 from ._tasks import TaskRegistry
 from ._team import TeamBoards, team_tools
 from ._tool_control import control_tools, report_tool
@@ -131,7 +132,12 @@ class Runtime(AgentRuntime):
             instances.append(("fork", "subagent_fork", True))
         for provider, tool_name, inherits in instances:
             self.subagents.register_provider(
-                InProcessProvider(self, name=provider, inherits_parent_context=inherits)
+                InProcessProvider(
+                    self,
+                    name=provider,
+                    inherits_parent_context=inherits,
+                    delegated_work=self._delegated_work,
+                )
             )
             mount_subagent_tool(
                 self.subagents,
@@ -262,11 +268,23 @@ class Runtime(AgentRuntime):
 
     def _child_instructions(self, admission: Admission) -> str:
         base = admission.parent.config.instructions.split("\n\nYou are the delegated subagent")[0]
-        return self._instructions(
+        text = self._instructions(
             base=base,
             full_name=admission.full_name,
             depth=admission.depth,
             profile=admission.profile,
+        )
+        if output_schema(admission) is not None:
+            text += f"\n\n{structured_instruction()}"
+        return text
+
+    def _delegated_work(self, agent: Agent) -> bool:
+        """Whether `agent` has children still working (background tasks or continuables)."""
+        if any(not record.terminal for record in self.tasks.list(agent.id)):
+            return True
+        return any(
+            act.parent_id == agent.id and (act.agent.status == "running" or bool(act.agent.inbox))
+            for act in self.continuable.resident()
         )
 
     def _instructions(

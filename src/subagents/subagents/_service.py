@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ..core import Agent, AgentRuntime
 from ..errors import DuplicateError, ErrorCode, SubagentError
 from ..ids import SessionId
+from ..messages import JsonObject
 from ..sessions import SubagentCatalog
 from ._catalog import catalog_entries
 from ._definitions import AgentDefinition
@@ -41,6 +42,7 @@ from ._providers import (
 )
 from ._results import SubagentResult
 from ._scope import AgentProfile, check_definition_tools, child_profile, narrow
+from ._structured import check_output_schema
 
 __all__ = [
     "Admission",
@@ -51,6 +53,7 @@ __all__ = [
     "SubagentEnded",
     "SubagentService",
     "SubagentStarted",
+    "output_schema",
 ]
 
 log = logging.getLogger("subagents.delegation")
@@ -71,6 +74,13 @@ class Admission:
     tool_filter: ToolFilter | None
     profile: AgentProfile | None = None
     """What narrows the child (its definition, tools, depth cap); None when nothing does."""
+
+
+def output_schema(admission: Admission) -> JsonObject | None:
+    """The output schema of an admitted child's definition, if it has one."""
+    profile = admission.profile
+    definition = profile.definition if profile is not None else None
+    return definition.output_schema if definition is not None else None
 
 
 class ServiceRun:
@@ -239,7 +249,15 @@ class SubagentService:
         requested_filter = tool_filter
         if profile is not None:
             tool_filter = narrow(tool_filter, profile.tool_filter)
-        provider = self._provider_for(provider_name, max_depth=max_depth, tool_filter=tool_filter)
+        schema = definition.output_schema if definition is not None else None
+        if definition is not None and schema is not None:
+            check_output_schema(schema, definition=definition.name)
+        provider = self._provider_for(
+            provider_name,
+            max_depth=max_depth,
+            tool_filter=tool_filter,
+            output_schema=schema is not None,
+        )
         if max_depth is not None and (isinstance(max_depth, bool) or max_depth < 0):
             raise SubagentError(
                 "subagent maxDepth must be a non-negative safe integer", code=ErrorCode.USAGE
@@ -303,7 +321,12 @@ class SubagentService:
         return child_profile(parent_profile, definition, parent_tools=inheritable, depth=depth)
 
     def _provider_for(
-        self, name: str, *, max_depth: int | None, tool_filter: ToolFilter | None
+        self,
+        name: str,
+        *,
+        max_depth: int | None,
+        tool_filter: ToolFilter | None,
+        output_schema: bool = False,
     ) -> SubagentProvider:
         """The provider, if it can enforce what this start needs."""
         provider = self._providers.get(name)
@@ -312,6 +335,8 @@ class SubagentService:
                 f'no subagent provider registered for "{name}"', code=ErrorCode.NO_PROVIDER
             )
         requested: list[Capability] = []
+        if output_schema:
+            requested.append("output_schema")
         if max_depth is not None:
             requested.append("depth_limit")
         if tool_filter is not None:
@@ -372,6 +397,7 @@ class SubagentService:
                     cwd=admission.cwd,
                     instructions=self._instructions(admission),
                     tool_filter=admission.tool_filter,
+                    output_schema=output_schema(admission),
                     establish=establish,
                 )
             )

@@ -18,6 +18,7 @@ from ..tools import ToolContext, ToolResult, ToolSpec
 from ._results import failure_headline
 from ._scope import pick_definition
 from ._service import Admission, SubagentService
+from ._structured import render_result
 from ._wording import (
     agent_parameter_description,
     definitions_description,
@@ -221,7 +222,7 @@ async def _run_foreground(service: SubagentService, admission: Admission) -> str
     finally:
         await run.dispose()
     if result.stop_reason == "completed":
-        return result.output
+        return render_result(result)
     text = failure_headline(result.stop_reason)
     if result.diagnostic:
         text += f"\nDiagnostic: {result.diagnostic}"
@@ -240,7 +241,7 @@ def _start_background(service: SubagentService, tasks: TaskRegistry, admission: 
         finally:
             await run.dispose()
         if result.stop_reason == "completed":
-            return TaskOutcome(status="completed", output=result.output)
+            return TaskOutcome(status="completed", output=render_result(result))
         if result.stop_reason == "aborted":
             return TaskOutcome(status="killed", detail="aborted")
         return TaskOutcome(status="failed", detail=result.stop_reason, output=result.output)

@@ -1,0 +1,202 @@
+"""Structured output: a child started with an output schema answers through a tool (spec 3.6).
+
+The child gets a private `structured_output` tool whose parameters are the schema, and a
+trailing instruction. Arguments are validated with a full Draft 2020-12 validator; invalid ones
+come back as `INVALID_ARGS` so the model retries in the same turn, within a bounded budget. The
+first accepted call concludes the turn; a guard then refuses every later call of the child. The
+value is committed only when that call's final tool result in the child's log is a success.
+A clean finish without a committed value is an `error`, never a re-prompt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from typing import cast
+
+from jsonschema import Draft202012Validator
+
+from ..core import Agent
+from ..errors import ErrorCode, SubagentError, SubagentsError
+from ..messages import JsonObject
+from ..sessions import EventRecord, ToolResultEvent
+from ..tools import ToolContext, ToolHandler, ToolSpec, validate_arguments
+from ._results import SubagentResult
+
+__all__ = [
+    "MAX_INVALID_ATTEMPTS",
+    "STRUCTURED_TOOL",
+    "StructuredCapture",
+    "check_output_schema",
+    "render_result",
+    "structured_instruction",
+]
+
+STRUCTURED_TOOL = "structured_output"
+MAX_INVALID_ATTEMPTS = 3
+"""Invalid `structured_output` calls a child may make before its run fails."""
+
+WAIT_TEXT = (
+    "Wait for all delegated child tasks to finish and process pending messages before "
+    "submitting structured output."
+)
+RECORDED_TEXT = "Structured output recorded."
+MISSING_DIAGNOSTIC = "the subagent finished without calling structured_output"
+DESCRIPTION = (
+    "Report your final structured result. Call it exactly once, when your work is complete, "
+    "with arguments matching the schema; the call ends your run."
+)
+
+
+def structured_instruction() -> str:
+    """The trailing instruction section of a child started with an output schema."""
+    return (
+        f"You must finish by calling the `{STRUCTURED_TOOL}` tool exactly once, with arguments "
+        "that match its schema; that call is your answer and ends your run. A plain-text "
+        "answer does not count."
+    )
+
+
+def check_output_schema(schema: JsonObject, *, definition: str) -> None:
+    """Refuse a schema the runtime cannot use as tool parameters (before any child exists)."""
+    where = f'agent definition "{definition}"'
+    if schema.get("type") != "object":
+        raise SubagentError(
+            f"{where} has an output_schema whose root is not an object schema "
+            "(`type: object`); structured output must be a JSON object",
+            code=ErrorCode.USAGE,
+            definition=definition,
+        )
+    remote = _remote_ref(schema)
+    if remote is not None:
+        raise SubagentError(
+            f'{where} has an output_schema with a remote reference "{remote}"; only local '
+            'references ("#/...") are supported',
+            code=ErrorCode.USAGE,
+            definition=definition,
+        )
+
+
+def _remote_ref(value: object) -> str | None:
+    if isinstance(value, dict):
+        mapping = cast("dict[str, object]", value)
+        for key, item in mapping.items():
+            if key in ("$ref", "$dynamicRef") and isinstance(item, str):
+                if not item.startswith("#"):
+                    return item
+            elif (found := _remote_ref(item)) is not None:
+                return found
+    elif isinstance(value, list):
+        for item in cast("list[object]", value):
+            if (found := _remote_ref(item)) is not None:
+                return found
+    return None
+
+
+def render_result(result: SubagentResult) -> str:
+    """What a parent's model sees of a completed child: its structured value as JSON, else text."""
+    if result.structured is not None:
+        return json.dumps(result.structured, separators=(",", ":"), ensure_ascii=False)
+    return result.output
+
+
+class StructuredCapture:
+    """The structured-output state of one child run: staging, the guard and settlement."""
+
+    def __init__(
+        self,
+        schema: JsonObject,
+        *,
+        delegated_work: Callable[[Agent], bool] | None = None,
+        max_invalid: int = MAX_INVALID_ATTEMPTS,
+    ) -> None:
+        self._schema = schema
+        self._delegated_work = delegated_work
+        self._max_invalid = max_invalid
+        self.staged: tuple[str, JsonObject] | None = None
+        """The accepted call id and its value (committed by `settle`)."""
+        self.invalid = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.invalid >= self._max_invalid
+
+    def install(self, agent: Agent) -> None:
+        """Register the tool and the guard in the child's own scope (before its prompt)."""
+        strict = ToolSpec(
+            name=STRUCTURED_TOOL,
+            description=DESCRIPTION,
+            parameters=self._schema,
+            handler=self._handler(agent),
+        )
+        spec = dataclasses.replace(strict)
+        # The handler validates, so every attempt (valid or not) is counted against the budget.
+        object.__setattr__(spec, "validator", Draft202012Validator({"type": "object"}))
+        self._strict = strict
+        agent.tools.register(spec)
+        agent.tools.add_guard(self._guard)
+
+    def _handler(self, agent: Agent) -> ToolHandler:
+        async def handle(args: JsonObject, ctx: ToolContext) -> str:
+            invalid = validate_arguments(self._strict, args)
+            if invalid is not None:
+                self.invalid += 1
+                message = invalid.content.removeprefix("Error: ")
+                if self.exhausted:
+                    message += (
+                        f"; this was attempt {self.invalid} of {self._max_invalid}, so the run "
+                        "has failed: stop now"
+                    )
+                raise SubagentsError(message, code=ErrorCode.INVALID_ARGS)
+            if bool(agent.inbox) or (
+                self._delegated_work is not None and self._delegated_work(agent)
+            ):
+                raise SubagentsError(WAIT_TEXT, code=ErrorCode.USAGE)
+            self.staged = (ctx.call_id, args)
+            ctx.conclude_turn()
+            return RECORDED_TEXT
+
+        return handle
+
+    def _guard(self, spec: ToolSpec, args: JsonObject, ctx: ToolContext) -> str | None:
+        if self.staged is not None:
+            return (
+                "structured output already recorded: the run is complete, so "
+                f"`{spec.name}` is not executed"
+            )
+        if self.exhausted:
+            return (
+                f"{STRUCTURED_TOOL} was called with invalid arguments {self.invalid} times, so "
+                f"the run has failed: `{spec.name}` is not executed"
+            )
+        return None
+
+    def committed(self, records: Sequence[EventRecord]) -> JsonObject | None:
+        """The staged value, if its call's final tool result in the log is a success."""
+        if self.staged is None:
+            return None
+        call_id, value = self.staged
+        for record in reversed(records):
+            event = record.event
+            if isinstance(event, ToolResultEvent) and event.message.call_id == call_id:
+                return None if event.message.is_error else value
+        return None
+
+    def settle(self, result: SubagentResult, records: Sequence[EventRecord]) -> SubagentResult:
+        """The run's result with the captured value; a finish without one is an `error`."""
+        value = self.committed(records)
+        if value is not None:
+            return dataclasses.replace(result, structured=value, stop_reason="completed")
+        if self.exhausted:
+            return dataclasses.replace(
+                result,
+                stop_reason="error",
+                diagnostic=(
+                    f"{STRUCTURED_TOOL} was called with invalid arguments {self.invalid} "
+                    "times; the subagent did not produce a valid structured result"
+                ),
+            )
+        if result.stop_reason == "completed":
+            return dataclasses.replace(result, stop_reason="error", diagnostic=MISSING_DIAGNOSTIC)
+        return result
