@@ -95,12 +95,6 @@ class Session:
         await self.flush()
         return record
 
-    async def append_many(self, events: Sequence[SessionEvent]) -> list[EventRecord]:
-        """Append several events in one store write (one commit); durable on return."""
-        records = self.submit_many(events)
-        await self.flush()
-        return records
-
     async def flush(self) -> None:
         """Wait until everything submitted so far is durable; raise if a write failed."""
         if self._last is not None:

@@ -15,8 +15,6 @@ import json
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from jsonschema import Draft202012Validator
-
 from ..core import Agent
 from ..errors import ErrorCode, SubagentError, SubagentsError
 from ..messages import JsonObject
@@ -124,22 +122,20 @@ class StructuredCapture:
 
     def install(self, agent: Agent) -> None:
         """Register the tool and the guard in the child's own scope (before its prompt)."""
-        strict = ToolSpec(
+        # The handler validates, so every attempt (valid or not) counts against the budget.
+        self._spec = ToolSpec(
             name=STRUCTURED_TOOL,
             description=DESCRIPTION,
             parameters=self._schema,
             handler=self._handler(agent),
+            validate=False,
         )
-        spec = dataclasses.replace(strict)
-        # The handler validates, so every attempt (valid or not) is counted against the budget.
-        object.__setattr__(spec, "validator", Draft202012Validator({"type": "object"}))
-        self._strict = strict
-        agent.tools.register(spec)
+        agent.tools.register(self._spec)
         agent.tools.add_guard(self._guard)
 
     def _handler(self, agent: Agent) -> ToolHandler:
         async def handle(args: JsonObject, ctx: ToolContext) -> str:
-            invalid = validate_arguments(self._strict, args)
+            invalid = validate_arguments(self._spec, args)
             if invalid is not None:
                 self.invalid += 1
                 message = invalid.content.removeprefix("Error: ")

@@ -90,7 +90,7 @@ async def execute_tool(
     args = parse_arguments(call.arguments)
     if isinstance(args, ToolOutcome):
         return args
-    invalid = validate_arguments(spec, args)
+    invalid = validate_arguments(spec, args) if spec.validate else None
     if invalid is not None:
         return invalid
     for guard in tools.guards():

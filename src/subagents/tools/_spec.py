@@ -73,6 +73,10 @@ class ToolSpec:
     parameters: JsonObject
     handler: ToolHandler
     parallel_safe: bool = False
+    validate: bool = True
+    """Check arguments against `parameters` before the handler runs. A tool that must see
+    invalid attempts too (to count them against a budget) turns it off and calls
+    `validate_arguments` itself."""
     checkpoint: bool = True
     """Make the log durable before the handler runs. Only tools whose every effect is written
     to our own log after the call (delegation, task control) may turn it off."""
