@@ -12,7 +12,7 @@ import msgspec
 
 from ..errors import ErrorCode, StoreError
 from ..ids import SessionId
-from ..messages import AssistantMessage, ToolResultMessage, Usage, UserMessage
+from ..messages import AssistantMessage, JsonObject, ToolResultMessage, Usage, UserMessage
 
 __all__ = [
     "AssistantMessageEvent",
@@ -180,7 +180,7 @@ class SubagentCatalog(_Event, frozen=True, kw_only=True, tag="subagent/catalog")
 class SubagentDescriptor(_Event, frozen=True, kw_only=True, tag="subagent/descriptor"):
     """A child's identity in its own log: how it was created and how to resume it."""
 
-    v: int = 2
+    v: int = 3
     mode: Literal["one-shot", "continuable"] = "one-shot"
     provider: str = ""
     label: str = ""
@@ -193,6 +193,12 @@ class SubagentDescriptor(_Event, frozen=True, kw_only=True, tag="subagent/descri
     tools_deny: tuple[str, ...] = ()
     depth_cap: int | None = None
     """Its resolved scope: a resume applies exactly this, never re-reading definitions."""
+    output_schema: JsonObject | None = None
+    """The schema its answers must match (through `structured_output`), if any."""
+    budget_tokens: int | None = None
+    budget_model_calls: int | None = None
+    budget_children: int | None = None
+    """Its budget as resolved at start (already narrowed to what its parent had left)."""
 
 
 class SubagentSettled(_Event, frozen=True, kw_only=True, tag="subagent/settled"):
@@ -278,7 +284,8 @@ KIND_OF: dict[type[SessionEvent], str] = {cls: kind for kind, cls in EVENT_KINDS
 SUPPORTED_VERSIONS: dict[str, frozenset[int]] = {kind: frozenset({1}) for kind in EVENT_KINDS}
 # Catalog payloads before v3 carry no names; they are read, never given invented names.
 SUPPORTED_VERSIONS["subagent/catalog"] = frozenset({1, 2, 3})
-SUPPORTED_VERSIONS["subagent/descriptor"] = frozenset({2})
+SUPPORTED_VERSIONS["subagent/descriptor"] = frozenset({2, 3})
+# v3 adds output_schema and budget_*; v2 payloads read with those absent.
 
 
 class EventRecord(msgspec.Struct, frozen=True):
