@@ -6,6 +6,7 @@ from ._clock import Clock as Clock, SystemClock as SystemClock
 from .core import (
     Agent as Agent,
     AgentConfig as AgentConfig,
+    Budget as Budget,
     LiveEvent as LiveEvent,
     RunResult as RunResult,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "AgentConfig",
     "AgentDefinition",
     "AssistantMessage",
+    "Budget",
     "Clock",
     "ConfigError",
     "DelegationOptions",

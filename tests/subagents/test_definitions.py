@@ -18,12 +18,11 @@ from delegation_support import (
     session_count,
 )
 
-from subagents import DelegationOptions
+from subagents import Budget, DelegationOptions
 from subagents.errors import ErrorCode
 from subagents.messages import JsonObject
 from subagents.subagents import (
     AgentDefinition,
-    DefinitionBudget,
     DefinitionProblem,
     aload_definitions,
     load_definitions,
@@ -80,7 +79,7 @@ def test_a_full_definition_parses_every_key() -> None:
         max_depth=1,
         background=False,
         output_schema={"type": "object", "properties": {"verdict": {"type": "string"}}},
-        budget=DefinitionBudget(tokens=5000, model_calls=10, children=2),
+        budget=Budget(tokens=5000, model_calls=10, children=2),
         source="reviewer.md",
         line=2,
         tier="user",
@@ -347,10 +346,10 @@ BAD_AGENT = [
     ),
     refused(
         {**OK, "agent": "pinned"},
-        'Error: agent definition "pinned" asks for model "openai:gpt-4o", but per-definition '
-        "models are not supported yet: every agent of this runtime uses one model without a "
-        "recorded spec; set `model: inherit` in pinned.md",
-        ErrorCode.UNSUPPORTED_CAPABILITY,
+        'Error: agent definition "pinned" asks for model "scripted:/nonexistent/pinned.yaml", '
+        "which cannot be opened: cannot read the model script '/nonexistent/pinned.yaml': No "
+        "such file or directory; pass an existing YAML file as --model scripted:PATH",
+        ErrorCode.SCRIPT_UNREADABLE,
     ),
     refused(
         {**OK, "agent": 3},
@@ -368,7 +367,7 @@ async def test_a_bad_agent_argument_is_an_error_result_and_starts_nothing(
         agent_def("reviewer"),
         agent_def("planner", context="fork"),
         agent_def("fresh", context="spawn"),
-        agent_def("pinned", model="openai:gpt-4o", source="pinned.md"),
+        agent_def("pinned", model="scripted:/nonexistent/pinned.yaml", source="pinned.md"),
         agent_def("sync", background=False),
     )
     rt, model = make_runtime(
@@ -405,7 +404,8 @@ async def test_a_definition_naming_unknown_tools_is_refused_at_start() -> None:
         assert (reply.is_error, reply.code) == (True, ErrorCode.CONFIG)
         assert reply.content.startswith(
             'Error: agent definition "typo" (typo.md) names tools this runtime does not have: '
-            "task_lst, Bash; the tools are: interrupt_agent, list_agents, send_message, "
+            "task_lst, Bash; the tools are: interrupt_agent, list_agents, read_transcript, "
+            "send_message, "
         )
         assert reply.content.endswith(". Fix the definition's tools or disallowed_tools")
         assert await session_count(rt) == 1

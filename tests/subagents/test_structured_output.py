@@ -292,25 +292,3 @@ async def test_a_schema_whose_root_is_not_an_object_is_refused_before_any_child_
             assert lifecycle.started == []
             assert await session_count(rt) == 1
         model.assert_complete()
-
-
-async def test_a_background_start_with_an_output_schema_is_refused_and_starts_nothing() -> None:
-    rt, _ = make_runtime(
-        """
-lead:
-  - calls:
-      - {tool: subagent, args: {description: Extract, prompt: Extract it, agent: extractor,
-                                run_in_background: true}}
-  - text: done
-""",
-        delegation=options(),
-    )
-    async with rt:
-        result = await rt.run("go")
-        lead = rt.get_agent(result.session_id)
-        assert lead is not None
-        (reply,) = replies(lead)
-        assert reply.is_error
-        assert "runs in the foreground only for now" in reply.content
-        assert reply.code == ErrorCode.UNSUPPORTED_CAPABILITY
-        assert len(await rt.store.list_headers(tenant=rt.tenant, roots_only=False)) == 1

@@ -187,8 +187,8 @@ def test_headers_catalogs_and_descriptors_are_durable(stored: StoredTree) -> Non
     ]
     assert checker["catalog"] == []
     assert lead["descriptor"] == []
-    assert reviewer["descriptor"] == [[2, "one-shot", "spawn", "Review the code"]]
-    assert checker["descriptor"] == [[2, "one-shot", "spawn", "Check style"]]
+    assert reviewer["descriptor"] == [[3, "one-shot", "spawn", "Review the code"]]
+    assert checker["descriptor"] == [[3, "one-shot", "spawn", "Check style"]]
     # The descriptor is written before the child's first model request.
     assert checker["kinds"][0] == "subagent/descriptor"
     assert checker["kinds"].index("subagent/descriptor") < checker["kinds"].index("request/header")

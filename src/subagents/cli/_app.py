@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..core import Agent, RunResult, run_result
+from ..core import Agent, Budget, RunResult, run_result
 from ..core._inspect import is_held, list_sessions
 from ..errors import NotFoundError
 from ..ids import SessionId
@@ -56,6 +56,18 @@ StoreOpt = Annotated[
 ]
 TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant whose sessions to use.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+BudgetTokensOpt = Annotated[
+    int | None,
+    typer.Option("--budget-tokens", min=0, help="Tokens (input + output) the whole tree may use."),
+]
+BudgetCallsOpt = Annotated[
+    int | None,
+    typer.Option("--budget-model-calls", min=0, help="Model calls the whole tree may make."),
+]
+BudgetChildrenOpt = Annotated[
+    int | None,
+    typer.Option("--budget-children", min=0, help="Agents that may be started in the tree."),
+]
 ModelOpt = Annotated[
     str | None,
     typer.Option(
@@ -82,7 +94,7 @@ def _print_result(result: RunResult, *, as_json: bool) -> None:
         typer.echo(dumps(payload))
     else:
         typer.echo(result.output)
-    if result.stop_reason == "error":
+    if result.stop_reason in ("error", "budget"):
         typer.echo(f"subagents: {result.error_code}: {result.error_message}", err=True)
 
 
@@ -117,9 +129,16 @@ def run(
         str | None,
         typer.Option("--agent", help="Run this agent definition as the lead (see `agents`)."),
     ] = None,
+    budget_tokens: BudgetTokensOpt = None,
+    budget_model_calls: BudgetCallsOpt = None,
+    budget_children: BudgetChildrenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Start a new root session, run it until quiescent and print the lead's answer."""
+    """Start a new root session, run it until quiescent and print the lead's answer.
+
+    A budget (`--budget-*`) covers the whole tree and is kept across `resume`; a run that
+    spends it ends with stop reason `budget` (exit 1).
+    """
     check_tenant(tenant)
     if prompt is None or not prompt.strip():
         fail("a prompt is required, for example: subagents run 'review app.py' --model ...")
@@ -136,7 +155,14 @@ def run(
             tenant=tenant,
             cwd=cwd,
             model_spec=spec,
-            delegation=DelegationOptions(definitions=definitions),
+            delegation=DelegationOptions(
+                definitions=definitions,
+                budget=Budget(
+                    tokens=budget_tokens,
+                    model_calls=budget_model_calls,
+                    children=budget_children,
+                ),
+            ),
         ) as runtime:
             lead = None if definition is None else await runtime.create_agent_from(definition)
             with LiveTree(runtime, enabled=is_terminal()):

@@ -1,6 +1,7 @@
 """Core: the agent loop, the inbox, live events and the `Runtime` composition root."""
 
 from ._agent import Agent as Agent, AgentConfig as AgentConfig, CancelCause as CancelCause
+from ._budget import Budget as Budget, Ledger as Ledger
 from ._bus import (
     AgentCreated as AgentCreated,
     AgentDisposed as AgentDisposed,
@@ -28,9 +29,11 @@ __all__ = [
     "AgentFailed",
     "AgentRuntime",
     "AgentStatusChanged",
+    "Budget",
     "CancelCause",
     "EventBus",
     "LeaseHeld",
+    "Ledger",
     "LiveEvent",
     "RunResult",
     "SessionEventPosted",

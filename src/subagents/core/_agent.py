@@ -26,6 +26,7 @@ from ..sessions._events import InboxTarget
 from ..sessions._projections import TranscriptProjection, fold
 from ..sessions._session import Session
 from ..tools import ToolScope
+from ._budget import Ledger
 from ._bus import AgentDisposed, AgentStatusChanged, EventBus, SessionEventPosted
 from ._inbox import Inbox
 
@@ -69,6 +70,8 @@ class Agent:
         self.tools = tools
         self.bus = bus
         self.config = config
+        self.ledger: Ledger | None = None
+        """The budget its model calls are charged to (None: no budget above or on it)."""
         self.inbox = Inbox(self.session.submit, self.session.flush)
         self._tasks = TaskOwner(f"agent {config.name}")
         self._status: Literal["idle", "running"] = "idle"

@@ -100,6 +100,10 @@ async def _run_steps(agent: Agent, turn: _Turn) -> TurnEnd:
         for message in batch:
             record(UserMessageEvent(message=message, turn=turn.number))
             agent.transcript.append(message)
+        ledger = agent.ledger
+        if ledger is not None and (spent := ledger.spent()) is not None:
+            _close_step(agent, turn)
+            return _budget_end(turn.number, spent)
         outcome = await _run_step(agent, turn.number, turn.step)
         _close_step(agent, turn)
         if outcome == "continue":
@@ -109,6 +113,16 @@ async def _run_steps(agent: Agent, turn: _Turn) -> TurnEnd:
         if not agent.inbox.next_step:
             break
     return TurnEnd(turn=turn.number, reason=reason)
+
+
+def _budget_end(turn: int, spent: str) -> TurnEnd:
+    return TurnEnd(
+        v=2,
+        turn=turn,
+        reason="budget",
+        error_code=str(ErrorCode.BUDGET_EXHAUSTED),
+        error_message=f"{spent}; no further model call was made",
+    )
 
 
 def _error_end(agent: Agent, turn: int, exc: Exception) -> TurnEnd:
@@ -167,6 +181,8 @@ async def _run_step(agent: Agent, turn: int, step: int) -> StepOutcome:
                 )
             )
             agent.transcript.append(partial)
+            if agent.ledger is not None:
+                agent.ledger.charge_call(assembler.usage)
         else:
             # Nothing of this call reached the log, so it consumed no response: a live agent
             # and one resumed from the log must agree on the next call index.
@@ -179,6 +195,8 @@ async def _run_step(agent: Agent, turn: int, step: int) -> StepOutcome:
             else ModelError(f"model adapter failed: {type(exc).__name__}: {exc}")
         )
         record(ModelErrorEvent(turn=turn, step=step, code=error.code, message=error.message))
+        if agent.ledger is not None:
+            agent.ledger.charge_call(None)
         raise error from exc
     message = assembler.message()
     record(
@@ -186,6 +204,8 @@ async def _run_step(agent: Agent, turn: int, step: int) -> StepOutcome:
             turn=turn, step=step, message=message, finish=assembler.finish, usage=assembler.usage
         )
     )
+    if agent.ledger is not None:
+        agent.ledger.charge_call(assembler.usage)
     if message.content:
         agent.transcript.append(message)
     if assembler.finish in ("max-tokens", "refusal"):

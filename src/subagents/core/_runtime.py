@@ -18,7 +18,7 @@ from .._clock import Clock, SystemClock
 from ..errors import ClosedError, ConfigError, ErrorCode
 from ..ids import SessionId, new_session_id
 from ..messages import AssistantMessage, Usage, UserMessage
-from ..models import Model
+from ..models import Model, open_model
 from ..sessions import (
     AssistantMessageEvent,
     EventRecord,
@@ -116,11 +116,15 @@ class AgentRuntime:
         tenant: str = "default",
         cwd: str | Path | None = None,
         model_spec: str | None = None,
+        model_factory: Callable[[str], Model] | None = None,
     ) -> None:
         if not tenant:
             raise ConfigError("tenant must be a non-empty string", code=ErrorCode.CONFIG)
         self.model = model
         self.model_spec = model_spec
+        self._model_factory = model_factory or open_model
+        self._models: dict[str, Model] = {}
+        self._model_locks: dict[str, asyncio.Lock] = {}
         self.tools = ToolRegistry(list(tools))
         self.clock: Clock = clock or SystemClock()
         self.tenant = tenant
@@ -229,6 +233,25 @@ class AgentRuntime:
     def agents(self) -> dict[SessionId, Agent]:
         """The live (not disposed) agents by id."""
         return {k: a for k, a in self._agents.items() if not a.disposed}
+
+    async def model_for(self, spec: str | None) -> Model:
+        """The model a spec names: the runtime's own for None or its spec, else opened once.
+
+        Opening runs off the event loop (it may read a script file); the runtime closes every
+        model it opened. Raises `ConfigError` for a spec that cannot be opened.
+        """
+        if spec is None or spec == self.model_spec:
+            return self.model
+        model = self._models.get(spec)
+        if model is not None:
+            return model
+        async with self._model_locks.setdefault(spec, asyncio.Lock()):
+            model = self._models.get(spec)
+            if model is None:
+                model = await asyncio.to_thread(self._model_factory, spec)
+                self._stack.push_async_callback(model.aclose)
+                self._models[spec] = model
+        return model
 
     async def create_agent(self, *, config: AgentConfig | None = None) -> Agent:
         """Start a new root session (named `lead`) and its agent."""

@@ -47,9 +47,10 @@ __all__ = [
 ]
 
 StopReason: TypeAlias = Literal[
-    "completed", "aborted", "error", "max-tokens", "refusal", "interrupted"
+    "completed", "aborted", "error", "max-tokens", "refusal", "interrupted", "budget"
 ]
-"""How a turn ended; `interrupted` is written only by crash repair."""
+"""How a turn ended; `interrupted` is written only by crash repair, `budget` (turn/end v2) when
+a usage budget was spent before a model call."""
 
 InboxTarget: TypeAlias = Literal["next-turn", "next-step"]
 
@@ -284,6 +285,7 @@ KIND_OF: dict[type[SessionEvent], str] = {cls: kind for kind, cls in EVENT_KINDS
 SUPPORTED_VERSIONS: dict[str, frozenset[int]] = {kind: frozenset({1}) for kind in EVENT_KINDS}
 # Catalog payloads before v3 carry no names; they are read, never given invented names.
 SUPPORTED_VERSIONS["subagent/catalog"] = frozenset({1, 2, 3})
+SUPPORTED_VERSIONS["turn/end"] = frozenset({1, 2})  # v2: the `budget` reason
 SUPPORTED_VERSIONS["subagent/descriptor"] = frozenset({2, 3})
 # v3 adds output_schema and budget_*; v2 payloads read with those absent.
 

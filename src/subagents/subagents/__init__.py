@@ -7,7 +7,6 @@ from ._catalog import (
 )
 from ._definitions import (
     AgentDefinition as AgentDefinition,
-    DefinitionBudget as DefinitionBudget,
     DefinitionProblem as DefinitionProblem,
     aload_definitions as aload_definitions,
     load_definitions as load_definitions,
@@ -40,7 +39,6 @@ __all__ = [
     "Admission",
     "AgentDefinition",
     "AgentProfile",
-    "DefinitionBudget",
     "DefinitionProblem",
     "DefinitionsChanged",
     "DelegationOptions",

@@ -6,6 +6,10 @@ wait to be claimed, and while children it started are still resident (waiting); 
 quiescent and owns nothing it settles: the activation is released child-first, the child's
 direct parent gets a settlement notice naming it by full name, and the child stays `ready` in
 storage, from where a later message cold-resumes it.
+
+A child started from a definition with an output schema answers every activation through its
+`structured_output` tool: the notice carries the value as JSON, a finish without it is an error.
+The schema comes from the child's descriptor, so a resume never re-reads definition files.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from .._tasks import TaskOwner
 from ..core import Agent, AgentConfig, AgentRuntime, replay_inbox
 from ..errors import ErrorCode, NotFoundError, SubagentError
 from ..ids import SessionId
-from ..messages import MessageSource, UserMessage, user_message
+from ..messages import JsonObject, MessageSource, UserMessage, user_message
 from ..sessions import (
     EventRecord,
     SessionHeader,
@@ -30,7 +34,7 @@ from ..sessions import (
 )
 from ..sessions._repair import interrupted_turn_closers
 from ._catalog import full_name_of
-from ._providers import ContinuableProvider, ToolFilter
+from ._providers import ContinuableProvider, InProcessProvider, ToolFilter
 from ._results import SubagentResult, result_from_log, settlement_line
 from ._scope import AgentProfile
 from ._service import (
@@ -40,6 +44,7 @@ from ._service import (
     SubagentStarted,
     output_schema,
 )
+from ._structured import StructuredCapture, render_result
 
 __all__ = ["Activation", "ContinuableManager", "notice_text"]
 
@@ -63,10 +68,17 @@ class Activation:
     closing: bool = False
     released: asyncio.Event = field(default_factory=asyncio.Event)
     poke: asyncio.Event = field(default_factory=asyncio.Event)
+    structured: StructuredCapture | None = None
+    """This epoch's structured-output state (a child with an output schema)."""
 
     @property
     def id(self) -> SessionId:
         return self.agent.id
+
+    @property
+    def admits_input(self) -> bool:
+        """False once it is being released or its structured answer is decided."""
+        return not self.closing and (self.structured is None or not self.structured.sealed)
 
 
 def _descriptor_for(admission: Admission) -> SubagentDescriptor:
@@ -74,6 +86,7 @@ def _descriptor_for(admission: Admission) -> SubagentDescriptor:
     profile = admission.profile
     tool_filter = profile.tool_filter if profile is not None else None
     definition = profile.definition if profile is not None else None
+    budget = profile.budget if profile is not None else None
     return SubagentDescriptor(
         mode="continuable",
         provider=admission.provider.name,
@@ -87,6 +100,11 @@ def _descriptor_for(admission: Admission) -> SubagentDescriptor:
         ),
         tools_deny=tuple(sorted(tool_filter.deny)) if tool_filter is not None else (),
         depth_cap=profile.depth_cap if profile is not None else None,
+        output_schema=output_schema(admission),
+        agent_model=admission.model_spec,
+        budget_tokens=budget.tokens if budget is not None else None,
+        budget_model_calls=budget.model_calls if budget is not None else None,
+        budget_children=budget.children if budget is not None else None,
     )
 
 
@@ -136,6 +154,10 @@ def _pending(records: Sequence[EventRecord]) -> bool:
 def notice_text(full_name: str, result: SubagentResult) -> str:
     """The settlement notice a parent receives when a background child settles."""
     opening = settlement_line(full_name, result.stop_reason)
+    if result.diagnostic:
+        opening += f"\nDiagnostic: {result.diagnostic}"
+    if result.structured is not None:
+        return f"{opening}\nIts structured result:\n{render_result(result)}"
     if result.output:
         return f"{opening}\nIts closing message:\n{result.output}"
     return f"{opening}\nIt left no closing message."
@@ -179,22 +201,15 @@ class ContinuableManager:
         parent = admission.parent
         book = self.service.name_book(parent)
         provider = admission.provider
-        if output_schema(admission) is not None:
-            book.release(admission.name)
-            raise SubagentError(
-                f"agent definition with an output_schema runs in the foreground only for now: "
-                f"call subagent without run_in_background to get {admission.full_name}'s "
-                "structured result",
-                code=ErrorCode.UNSUPPORTED_CAPABILITY,
-            )
         if not isinstance(provider, ContinuableProvider):
-            book.release(admission.name)
+            self.service.cancel(admission)
             raise SubagentError(
                 f'subagent provider "{provider.name}" does not support continuable children '
                 "(no continuable_seed)",
                 code=ErrorCode.UNSUPPORTED_CAPABILITY,
             )
         try:
+            model = await self.service.open_model(admission)
             seed = provider.continuable_seed(parent)
             descriptor = _descriptor_for(admission)
             child = await self.runtime.create_child(
@@ -209,6 +224,9 @@ class ContinuableManager:
                 seed=seed,
                 first_events=(descriptor,),
             )
+            child.model = model
+            if admission.model_spec is not None:
+                self.service.model_specs[child.id] = admission.model_spec
             parent.record(
                 SubagentCatalog(
                     child_id=child.id,
@@ -220,9 +238,19 @@ class ContinuableManager:
                 )
             )
             book.commit(admission.name)
+        except BaseException:
+            if not book.committed(admission.name):
+                self.service.cancel(admission)  # the name, the profile, the budget count
+            raise
         finally:
             book.release(admission.name)
-        act = self._activate(child, parent.id, admission.full_name, admission.provider.name)
+        act = self._activate(
+            child,
+            parent.id,
+            admission.full_name,
+            admission.provider.name,
+            schema=descriptor.output_schema,
+        )
         source = MessageSource(kind="parent", name=parent.name)
         act.accepting += 1
         try:
@@ -241,6 +269,7 @@ class ContinuableManager:
         provider: str,
         *,
         epoch_start: int | None = None,
+        schema: JsonObject | None = None,
     ) -> Activation:
         owner = self._acts.get(parent_id)
         act = Activation(
@@ -260,6 +289,8 @@ class ContinuableManager:
                 act.owned.add(orphan)
         self._acts[agent.id] = act
         self._setup(agent)
+        if schema is not None:
+            self._install_structured(act, schema)
         self.runtime.work.begin()
         self.service.emit(
             SubagentStarted(
@@ -273,6 +304,21 @@ class ContinuableManager:
         )
         self._tasks.spawn(self._watch(act), name=f"settle {full_name}")
         return act
+
+    def _install_structured(self, act: Activation, schema: JsonObject) -> None:
+        """Give the activation its own capture, tool, guard and trailing instruction.
+
+        A resumed epoch recovers what its own records already hold; a fresh one starts empty.
+        """
+        provider = self.service.get_provider(act.provider)
+        running = provider.delegated_work if isinstance(provider, InProcessProvider) else None
+
+        def delegated_work(agent: Agent) -> bool:
+            # Resident children still owe a notice; accepted input is not in the inbox yet.
+            return bool(act.owned) or act.accepting > 0 or (running is not None and running(agent))
+
+        act.structured = StructuredCapture(schema, delegated_work=delegated_work)
+        act.structured.install_activation(act.agent, act.agent.session.records[act.epoch_start :])
 
     # -- settling -----------------------------------------------------------------------------
 
@@ -300,7 +346,10 @@ class ContinuableManager:
             await act.agent.cancel("parent", keep_inbox=keep_inbox)
             for child in list(act.owned):
                 await self._release(child, notify=notify, keep_inbox=keep_inbox)
-            result = result_from_log(act.agent.session.records[act.epoch_start :])
+            epoch = act.agent.session.records[act.epoch_start :]
+            result = result_from_log(epoch)
+            if act.structured is not None:
+                result = act.structured.settle(result, epoch)
             try:
                 await act.agent.dispose(keep_inbox=keep_inbox)
             except Exception as exc:
@@ -426,16 +475,20 @@ class ContinuableManager:
                 code=ErrorCode.NOT_RESUMABLE,
             ) from None
 
-    async def _resident_or_resume(self, header: SessionHeader) -> Activation:
+    async def _resident_or_resume(
+        self, header: SessionHeader, *, for_input: bool = True
+    ) -> Activation:
+        """The activation that takes the caller's input (`for_input=False`: any live one)."""
         lock = self._locks.setdefault(header.id, asyncio.Lock())
         async with lock:
-            act = self._acts.get(header.id)
-            while act is not None and act.closing:
-                await act.released.wait()
+            while True:
                 act = self._acts.get(header.id)
-            if act is None:
-                act = await self._resume(header)
-            return act
+                if act is None:
+                    act = await self._resume(header)
+                if act.admits_input or not (for_input or act.closing):
+                    return act
+                # Being released, or its answer is decided: its next epoch takes the input.
+                await act.released.wait()
 
     async def _resume(self, header: SessionHeader) -> Activation:
         """Cold-resume a stored continuable child from its own log (no provider involved)."""
@@ -469,7 +522,12 @@ class ContinuableManager:
         )
         assert header.parent is not None
         act = self._activate(
-            agent, header.parent, full_name, descriptor.provider, epoch_start=epoch_start
+            agent,
+            header.parent,
+            full_name,
+            descriptor.provider,
+            epoch_start=epoch_start,
+            schema=descriptor.output_schema,
         )
         act.announced = True  # its next settlement is owed to its parent
         agent.wake()  # messages accepted before a crash run now
@@ -497,7 +555,8 @@ class ContinuableManager:
                 continue
             if not (interrupted_turn_closers(records) or _pending(own) or _unsettled(own)):
                 continue
-            resumed.append(await self._resident_or_resume(header))
+            # A resumed epoch that had recorded its answer settles with it (no new epoch).
+            resumed.append(await self._resident_or_resume(header, for_input=False))
         return resumed
 
     # -- interrupts ---------------------------------------------------------------------------

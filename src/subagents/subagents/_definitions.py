@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias
 
+from ..core import Budget
 from ..messages import JsonObject
 from ._frontmatter import BUDGET_KEYS, DefinitionProblem, read_frontmatter
 from ._naming import name_error
 
 __all__ = [
     "AgentDefinition",
-    "DefinitionBudget",
     "DefinitionProblem",
     "Tier",
     "aload_definitions",
@@ -46,15 +46,6 @@ __all__ = [
 ]
 
 Tier: TypeAlias = Literal["project", "user", "tenant"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DefinitionBudget:
-    """Limits a definition asks for (stored; enforced by a later feature)."""
-
-    tokens: int | None = None
-    model_calls: int | None = None
-    children: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,7 +68,8 @@ class AgentDefinition:
     background: bool = True
     """Whether it may run in the background."""
     output_schema: JsonObject | None = None
-    budget: DefinitionBudget | None = None
+    budget: Budget | None = None
+    """Limits for agents started from it and their subtrees (narrowed by what is left above)."""
     source: str = ""
     """The file it was read from."""
     line: int = 1
@@ -116,7 +108,7 @@ def parse_definition(
         max_depth=found.integer("max_depth", minimum=0),
         background=True if background is None else background,
         output_schema=found.schema("output_schema"),
-        budget=None if limits is None else DefinitionBudget(**limits),
+        budget=None if limits is None else Budget(**limits),
         source=source,
         line=found.line_of("name"),
         tier=tier,

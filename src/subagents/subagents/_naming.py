@@ -76,6 +76,10 @@ class NameBook:
         self._reserved.add(requested)
         return requested
 
+    def committed(self, name: str) -> bool:
+        """Whether `name` is in the creator's catalog (its child exists)."""
+        return name in self._committed
+
     def commit(self, name: str) -> None:
         self._reserved.discard(name)
         self._committed.add(name)

@@ -197,6 +197,11 @@ class InProcessProvider:
     def inherits_parent_context(self) -> bool:
         return self._inherits
 
+    @property
+    def delegated_work(self) -> Callable[[Agent], bool] | None:
+        """The check that refuses structured output while an agent's children still work."""
+        return self._delegated_work
+
     def continuable_seed(self, parent: Agent) -> list[SessionEvent]:
         return completed_turns(parent.session.records) if self._inherits else []
 

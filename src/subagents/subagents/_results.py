@@ -17,7 +17,7 @@ __all__ = [
     "settlement_line",
 ]
 
-ResultStop: TypeAlias = Literal["completed", "aborted", "error", "max-tokens", "refusal"]
+ResultStop: TypeAlias = Literal["completed", "aborted", "error", "max-tokens", "refusal", "budget"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +50,10 @@ def result_from_log(records: Sequence[EventRecord]) -> SubagentResult:
                 dropped = True
             case _:
                 pass
-    return SubagentResult(output=output, stop_reason=_stop(end, dropped))
+    stop = _stop(end, dropped)
+    # A spent budget says whose budget and how much was used: the parent decides with that.
+    diagnostic = end.error_message if stop == "budget" and end is not None else None
+    return SubagentResult(output=output, stop_reason=stop, diagnostic=diagnostic)
 
 
 def _stop(end: TurnEnd | None, dropped: bool) -> ResultStop:
@@ -61,7 +64,7 @@ def _stop(end: TurnEnd | None, dropped: bool) -> ResultStop:
             return "aborted" if dropped else "completed"
         case "aborted" | "interrupted":
             return "aborted"
-        case "max-tokens" | "refusal" | "error":
+        case "max-tokens" | "refusal" | "error" | "budget":
             return end.reason
 
 
@@ -76,6 +79,8 @@ def failure_headline(stop_reason: str) -> str:
             return "subagent run hit its token limit before finishing"
         case "refusal":
             return "subagent declined the task"
+        case "budget":
+            return "subagent stopped: its usage budget ran out"
         case _:
             return f"subagent run ended abnormally ({stop_reason})"
 
@@ -96,6 +101,10 @@ def settlement_line(name: str, stop_reason: str) -> str:
             return f"Background subagent {name} ran out of room before it finished."
         case "refusal":
             return f"Background subagent {name} declined the task."
+        case "budget":
+            return (
+                f"Background subagent {name} stopped before it finished: its usage budget ran out."
+            )
         case _:
             return (
                 f"Background subagent {name} ended abnormally ({stop_reason}) before it finished."

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Self
 
 from .._clock import Clock
-from ..core import Agent, AgentConfig, AgentRuntime
+from ..core import Agent, AgentConfig, AgentRuntime, Budget
 from ..errors import ErrorCode, SubagentError
+from ..ids import SessionId
 from ..models import Model
 from ..sessions import EventStore, SubagentDescriptor
 from ..tools import ToolSpec
 from ._continuable import ContinuableManager
 from ._definitions import AgentDefinition, DefinitionProblem, aload_definitions, subagents_home
 from ._providers import InProcessProvider, ToolFilter
-from ._scope import AgentProfile, check_definition_tools, check_model, child_profile
+from ._scope import AgentProfile, check_definition_tools, child_profile
 from ._service import Admission, SubagentService, output_schema
 from ._structured import structured_instruction
 from ._tasks import TaskRegistry
@@ -59,6 +60,9 @@ class DelegationOptions:
     `$SUBAGENTS_HOME/agents` for tenant `default`, else
     `$SUBAGENTS_HOME/tenants/<tenant>/agents`.
     """
+    budget: Budget | None = None
+    """The run's budget: every root this runtime creates gets it, for its whole tree (a
+    definition's own budget can only narrow it)."""
 
 
 class Runtime(AgentRuntime):
@@ -84,6 +88,7 @@ class Runtime(AgentRuntime):
         cwd: str | Path | None = None,
         model_spec: str | None = None,
         delegation: DelegationOptions | None = None,
+        model_factory: Callable[[str], Model] | None = None,
     ) -> None:
         super().__init__(
             model=model,
@@ -93,6 +98,7 @@ class Runtime(AgentRuntime):
             tenant=tenant,
             cwd=cwd,
             model_spec=model_spec,
+            model_factory=model_factory,
         )
         self.delegation = delegation or DelegationOptions()
         self.subagents = SubagentService(self, instructions=self._child_instructions)
@@ -186,17 +192,23 @@ class Runtime(AgentRuntime):
                     definition=definition,
                 )
             definition = found
-        check_model(definition, self.model_spec)
         check_definition_tools(definition, set(self.tools.names()))
+        own_model = None if definition.model in ("inherit", self.model_spec) else definition.model
+        model = await self.model_for(own_model)
         profile = child_profile(None, definition, parent_tools=set(self.tools.names()), depth=0)
-        agent = await self.create_agent(config=AgentConfig(instructions=definition.body))
+        agent = await super().create_agent(config=AgentConfig(instructions=definition.body))
+        agent.model = model
+        if own_model is not None:
+            self.subagents.model_specs[agent.id] = own_model
         tool_filter = profile.tool_filter if profile is not None else None
+        budget = _run_budget(self.delegation.budget, definition.budget)
         # Recorded in the root's own log, so a resumed root runs with the same scope.
         agent.record(
             SubagentDescriptor(
                 mode="one-shot",
                 provider="root",
                 label=definition.name,
+                agent_model=own_model,
                 definition=definition.name,
                 instructions=definition.body,
                 tools_allow=(
@@ -205,12 +217,56 @@ class Runtime(AgentRuntime):
                     else None
                 ),
                 depth_cap=profile.depth_cap if profile is not None else None,
+                budget_tokens=budget.tokens if budget is not None else None,
+                budget_model_calls=budget.model_calls if budget is not None else None,
+                budget_children=budget.children if budget is not None else None,
             )
         )
         if profile is not None:
             self.subagents.profiles[agent.id] = profile
             _apply(agent, profile.tool_filter)
+        self.subagents.budgets.attach(agent, budget, parent=None)
         return agent
+
+    async def create_agent(self, *, config: AgentConfig | None = None) -> Agent:
+        """Start a new root session (`lead`); the run's budget, if any, is recorded in it."""
+        agent = await super().create_agent(config=config)
+        budget = self.delegation.budget
+        if budget is not None and not budget.unlimited:
+            agent.record(
+                SubagentDescriptor(
+                    mode="one-shot",
+                    provider="root",
+                    label="lead",
+                    budget_tokens=budget.tokens,
+                    budget_model_calls=budget.model_calls,
+                    budget_children=budget.children,
+                )
+            )
+        self.subagents.budgets.attach(agent, budget, parent=None)
+        return agent
+
+    async def resume_agent(
+        self, session_id: SessionId | str, *, config: AgentConfig | None = None
+    ) -> Agent:
+        """Load a stored session; its budget continues from what its subtree's logs used."""
+        existing = self.get_agent(session_id)
+        agent = await super().resume_agent(session_id, config=config)
+        if agent is not existing:
+            await self._restore_model(agent)
+            await self.subagents.budgets.restore(agent)
+        return agent
+
+    async def _restore_model(self, agent: Agent) -> None:
+        """A resumed agent runs the model its descriptor recorded (a definition's, say)."""
+        records = agent.session.records[agent.session.header.seed_length :]
+        spec = next(
+            (r.event.agent_model for r in records if isinstance(r.event, SubagentDescriptor)),
+            None,
+        )
+        if spec is not None:
+            agent.model = await self.model_for(spec)
+            self.subagents.model_specs[agent.id] = spec
 
     def setup_agent(self, agent: Agent) -> None:
         """A resumed root that ran a definition gets back the scope its log recorded."""
@@ -245,6 +301,10 @@ class Runtime(AgentRuntime):
         if header.parent is not None:
             local = agent.name.rsplit("/", 1)[-1]
             profile = self.subagents.adopt(header.parent, local, agent.id)
+            if profile is not None:  # a new child (a resumed one got its ledger on resume)
+                self.subagents.budgets.attach(
+                    agent, profile.budget, parent=self.get_agent(header.parent)
+                )
         profile = profile or self.subagents.profiles.get(agent.id)
         if profile is not None:
             # Before the child's first request: its instructions and scope come from its
@@ -305,6 +365,13 @@ class Runtime(AgentRuntime):
                 max_depth = cap
         statement = delegation_statement(full_name=full_name, depth=depth, max_depth=max_depth)
         return f"{base}\n\n{statement}"
+
+
+def _run_budget(run: Budget | None, own: Budget | None) -> Budget | None:
+    if run is None:
+        return own
+    budget = run.narrowed(own)
+    return None if budget.unlimited else budget
 
 
 def _apply(agent: Agent, tool_filter: ToolFilter | None) -> None:

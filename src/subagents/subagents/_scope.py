@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
+from ..core import Budget
 from ..errors import ConfigError, ErrorCode, SubagentError
 from ._definitions import AgentDefinition
 from ._providers import ToolFilter
@@ -17,7 +18,6 @@ from ._providers import ToolFilter
 __all__ = [
     "AgentProfile",
     "check_definition_tools",
-    "check_model",
     "child_profile",
     "narrow",
     "pick_definition",
@@ -54,6 +54,8 @@ class AgentProfile:
     tool_filter: ToolFilter | None = None
     depth_cap: int | None = None
     """The deepest any agent of its subtree may be (absolute; the root is depth 0)."""
+    budget: Budget | None = None
+    """Its own limits, already cut to what its parent had left when it started."""
     instructions: str | None = None
     """Instructions restored from the child's log (a resumed child whose definition is not
     loaded, or has changed since it started)."""
@@ -98,20 +100,6 @@ def check_definition_tools(definition: AgentDefinition, known: Set[str]) -> None
         )
 
 
-def check_model(definition: AgentDefinition, runtime_spec: str | None) -> None:
-    """Refuse a per-definition model other than the one this runtime runs."""
-    if definition.model in ("inherit", runtime_spec):
-        return
-    running = f'"{runtime_spec}"' if runtime_spec else "one model without a recorded spec"
-    raise ConfigError(
-        f'agent definition "{definition.name}" asks for model "{definition.model}", but '
-        f"per-definition models are not supported yet: every agent of this runtime uses "
-        f"{running}; set `model: inherit` in {definition.source}",
-        code=ErrorCode.UNSUPPORTED_CAPABILITY,
-        definition=definition.name,
-    )
-
-
 def pick_definition(
     definitions: Mapping[str, AgentDefinition],
     name: object,
@@ -119,7 +107,6 @@ def pick_definition(
     tool_name: str,
     inherits: bool,
     background: bool,
-    runtime_spec: str | None,
 ) -> AgentDefinition:
     """The definition a `subagent` call names, checked against the call; nothing starts here."""
     if not isinstance(name, str):
@@ -149,5 +136,4 @@ def pick_definition(
             code=ErrorCode.BACKGROUND_DISABLED,
             definition=name,
         )
-    check_model(definition, runtime_spec)
     return definition

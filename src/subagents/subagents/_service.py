@@ -11,6 +11,7 @@ cap), so a child never gets more than its parent.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import os
@@ -18,10 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..core import Agent, AgentRuntime
-from ..errors import DuplicateError, ErrorCode, SubagentError
+from ..errors import DuplicateError, ErrorCode, SubagentError, SubagentsError
 from ..ids import SessionId
 from ..messages import JsonObject
+from ..models import Model
 from ..sessions import SubagentCatalog
+from ._budgets import BudgetBook
 from ._catalog import catalog_entries
 from ._definitions import AgentDefinition
 from ._lifecycle import (
@@ -73,7 +76,12 @@ class Admission:
     depth: int
     tool_filter: ToolFilter | None
     profile: AgentProfile | None = None
-    """What narrows the child (its definition, tools, depth cap); None when nothing does."""
+    """What narrows the child (its definition, tools, depth cap, budget); None when nothing
+    does."""
+    model_spec: str | None = None
+    """The model its definition asks for (None: the parent's)."""
+    counted: bool = False
+    """Whether the child was counted against a children budget (given back if not launched)."""
 
 
 def output_schema(admission: Admission) -> JsonObject | None:
@@ -81,6 +89,12 @@ def output_schema(admission: Admission) -> JsonObject | None:
     profile = admission.profile
     definition = profile.definition if profile is not None else None
     return definition.output_schema if definition is not None else None
+
+
+def _own_model(definition: AgentDefinition | None) -> str | None:
+    if definition is None or definition.model == "inherit":
+        return None
+    return definition.model
 
 
 class ServiceRun:
@@ -156,6 +170,9 @@ class SubagentService:
         self.profiles: dict[SessionId, AgentProfile] = {}
         """Agents narrowed by a definition or an ancestor's scope, by session id."""
         self._pending: dict[tuple[SessionId, str], AgentProfile] = {}
+        self.budgets = BudgetBook(runtime)
+        self.model_specs: dict[SessionId, str] = {}
+        """Agents running a model other than the runtime's (a definition's, or inherited)."""
 
     # -- events -------------------------------------------------------------------------------
 
@@ -262,36 +279,26 @@ class SubagentService:
             raise SubagentError(
                 "subagent maxDepth must be a non-negative safe integer", code=ErrorCode.USAGE
             )
-        parent_profile = self.profiles.get(parent.id)
-        cap = parent_profile.depth_cap if parent_profile is not None else None
-        if cap is not None and (max_depth is None or cap < max_depth):
-            max_depth = cap
-        if max_depth is not None and depth > max_depth:
-            raise SubagentError(
-                f"subagent depth {depth} exceeds maxDepth {max_depth}; carry out the work "
-                "directly instead of delegating",
-                code=ErrorCode.DEPTH_EXCEEDED,
-                depth=depth,
-                max_depth=max_depth,
-            )
+        self._check_depth(parent, depth, max_depth)
+        limits = self.budgets.limits_for_child(
+            parent, definition.budget if definition is not None else None
+        )
+        if limits is not None:
+            profile = dataclasses.replace(profile or AgentProfile(), budget=limits)
         if requested_filter is not None:
-            named = sorted((requested_filter.allow or frozenset()) | requested_filter.deny)
-            missing = [
-                t
-                for t in named
-                if self.runtime.tools.get(t) is None and parent.tools.get(t) is None
-            ]
-            if missing:
-                raise SubagentError(
-                    f"tool filter names unknown tools: {', '.join(missing)}",
-                    code=ErrorCode.USAGE,
-                )
+            self._check_filter(parent, requested_filter)
         parent_cwd = parent.session.header.cwd
         resolved_cwd = os.path.normpath(os.path.join(parent_cwd, cwd)) if cwd else parent_cwd
         book = self.name_book(parent)
         if name is None and definition is not None and not book.taken(definition.name):
             name = definition.name if name_error(definition.name) is None else None
-        chosen = book.reserve(name)
+        counted = self.budgets.reserve_child(parent)
+        try:
+            chosen = book.reserve(name)
+        except BaseException:
+            if counted:
+                self.budgets.release_child(parent)
+            raise
         if profile is not None:
             self._pending[(parent.id, chosen)] = profile
         return Admission(
@@ -305,7 +312,36 @@ class SubagentService:
             depth=depth,
             tool_filter=tool_filter,
             profile=profile,
+            model_spec=_own_model(definition) or self.model_specs.get(parent.id),
+            counted=counted,
         )
+
+    def _check_depth(self, parent: Agent, depth: int, max_depth: int | None) -> None:
+        """Refuse a child deeper than the call's or the subtree's cap (`DEPTH_EXCEEDED`)."""
+        parent_profile = self.profiles.get(parent.id)
+        cap = parent_profile.depth_cap if parent_profile is not None else None
+        if cap is not None and (max_depth is None or cap < max_depth):
+            max_depth = cap
+        if max_depth is not None and depth > max_depth:
+            raise SubagentError(
+                f"subagent depth {depth} exceeds maxDepth {max_depth}; carry out the work "
+                "directly instead of delegating",
+                code=ErrorCode.DEPTH_EXCEEDED,
+                depth=depth,
+                max_depth=max_depth,
+            )
+
+    def _check_filter(self, parent: Agent, requested_filter: ToolFilter) -> None:
+        """Refuse a tool filter naming tools neither the runtime nor the parent has."""
+        named = sorted((requested_filter.allow or frozenset()) | requested_filter.deny)
+        missing = [
+            t for t in named if self.runtime.tools.get(t) is None and parent.tools.get(t) is None
+        ]
+        if missing:
+            raise SubagentError(
+                f"tool filter names unknown tools: {', '.join(missing)}",
+                code=ErrorCode.USAGE,
+            )
 
     def _narrowing(
         self, parent: Agent, definition: AgentDefinition | None, depth: int
@@ -354,6 +390,8 @@ class SubagentService:
         """Give back an admission that will not be launched."""
         self._pending.pop((admission.parent.id, admission.name), None)
         self.name_book(admission.parent).release(admission.name)
+        if admission.counted:
+            self.budgets.release_child(admission.parent)
 
     async def check_cwd(self, admission: Admission) -> None:
         """Refuse a working directory that is not an accessible directory (`INVALID_CWD`)."""
@@ -366,12 +404,27 @@ class SubagentService:
                 code=ErrorCode.INVALID_CWD,
             )
 
+    async def open_model(self, admission: Admission) -> Model:
+        """The child's model: its definition's (opened once per runtime), else its parent's."""
+        if admission.model_spec is None:
+            return admission.parent.model
+        try:
+            return await self.runtime.model_for(admission.model_spec)
+        except SubagentsError as exc:
+            definition = admission.profile.definition if admission.profile else None
+            raise SubagentError(
+                f'agent definition "{definition.name if definition else "?"}" asks for model '
+                f'"{admission.model_spec}", which cannot be opened: {exc.message}',
+                code=exc.code,
+            ) from exc
+
     async def launch(self, admission: Admission) -> ServiceRun:
         """Start an admitted child; the name is released if anything fails before it exists."""
         book = self.name_book(admission.parent)
         parent = admission.parent
         try:
             await self.check_cwd(admission)
+            model = await self.open_model(admission)
 
             async def establish(child_id: SessionId) -> None:
                 parent.record(
@@ -385,7 +438,15 @@ class SubagentService:
                     )
                 )
                 book.commit(admission.name)
-                self.adopt(parent.id, admission.name, child_id)
+                profile = self.adopt(parent.id, admission.name, child_id)
+                child = self.runtime.get_agent(child_id)
+                if admission.model_spec is not None:
+                    self.model_specs[child_id] = admission.model_spec
+                if child is not None:  # before its prompt, so its first call is covered
+                    child.model = model
+                    self.budgets.attach(
+                        child, profile.budget if profile is not None else None, parent=parent
+                    )
 
             run = await admission.provider.start(
                 StartRequest(
@@ -403,6 +464,8 @@ class SubagentService:
             )
         except BaseException:
             self._pending.pop((parent.id, admission.name), None)
+            if admission.counted and not book.committed(admission.name):
+                self.budgets.release_child(parent)
             raise
         finally:
             book.release(admission.name)  # a no-op once the catalog entry committed it

@@ -6,6 +6,10 @@ come back as `INVALID_ARGS` so the model retries in the same turn, within a boun
 first accepted call concludes the turn; a guard then refuses every later call of the child. The
 value is committed only when that call's final tool result in the child's log is a success.
 A clean finish without a committed value is an `error`, never a re-prompt.
+
+A continuable child gets one capture per activation: each activation must end with its own
+valid call, and once its answer is decided (recorded, or the invalid budget spent) the
+activation takes no more input. A resumed activation recovers its state from its own log.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import cast
 from ..core import Agent
 from ..errors import ErrorCode, SubagentError, SubagentsError
 from ..messages import JsonObject
-from ..sessions import EventRecord, ToolResultEvent
+from ..sessions import EventRecord, ToolCallEvent, ToolResultEvent
 from ..tools import ToolContext, ToolHandler, ToolSpec, validate_arguments
 from ._results import SubagentResult
 
@@ -100,7 +104,10 @@ def render_result(result: SubagentResult) -> str:
 
 
 class StructuredCapture:
-    """The structured-output state of one child run: staging, the guard and settlement."""
+    """The structured-output state of one child run (or one continuable activation).
+
+    It holds the staging, the guard and settlement.
+    """
 
     def __init__(
         self,
@@ -120,6 +127,33 @@ class StructuredCapture:
     def exhausted(self) -> bool:
         return self.invalid >= self._max_invalid
 
+    @property
+    def sealed(self) -> bool:
+        """Whether the answer is decided: a value was recorded or the invalid budget is spent."""
+        return self.staged is not None or self.exhausted
+
+    def restore(self, records: Sequence[EventRecord]) -> None:
+        """Start over from what an activation's own records already hold.
+
+        Empty for a fresh activation. After a crash, the records since the last settlement its
+        parent heard of, so an answer recorded in a turn that ended before the crash counts (a
+        turn the crash cut off counts as stopped, as for any continuable child).
+        """
+        self.staged = None
+        self.invalid = 0
+        arguments: dict[str, str] = {}
+        for record in records:
+            event = record.event
+            if isinstance(event, ToolCallEvent) and event.name == STRUCTURED_TOOL:
+                arguments[event.call_id] = event.arguments
+            elif isinstance(event, ToolResultEvent) and event.message.name == STRUCTURED_TOOL:
+                if event.code == ErrorCode.INVALID_ARGS:
+                    self.invalid += 1
+                elif not event.message.is_error and event.message.call_id in arguments:
+                    value = json.loads(arguments[event.message.call_id])
+                    if isinstance(value, dict):
+                        self.staged = (event.message.call_id, cast("JsonObject", value))
+
     def install(self, agent: Agent) -> None:
         """Register the tool and the guard in the child's own scope (before its prompt)."""
         # The handler validates, so every attempt (valid or not) counts against the budget.
@@ -132,6 +166,18 @@ class StructuredCapture:
         )
         agent.tools.register(self._spec)
         agent.tools.add_guard(self._guard)
+
+    def install_activation(self, agent: Agent, records: Sequence[EventRecord]) -> None:
+        """Install into a continuable activation whose own records so far are `records`.
+
+        The state starts from those records and the trailing instruction joins the agent's
+        instructions (a continuable child's are composed when it activates).
+        """
+        self.restore(records)
+        self.install(agent)
+        agent.config = dataclasses.replace(
+            agent.config, instructions=f"{agent.config.instructions}\n\n{structured_instruction()}"
+        )
 
     def _handler(self, agent: Agent) -> ToolHandler:
         async def handle(args: JsonObject, ctx: ToolContext) -> str:

@@ -52,6 +52,8 @@ class TaskRecord:
     reported: bool = False
     waiters: int = 0
     kill_reason: str | None = None
+    subject: SessionId | None = None
+    """The session the task runs (a one-shot child), once it exists."""
     done: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -216,6 +218,11 @@ class TaskRegistry:
                 f"task {task_id} belongs to another session", code=ErrorCode.UNAUTHORIZED
             )
         return record
+
+    def for_subject(self, subject: SessionId) -> TaskRecord | None:
+        """The newest task running session `subject`, or None (the no-peek guard asks)."""
+        found = [r for r in self._records.values() if r.subject == subject]
+        return found[-1] if found else None
 
     def list(self, caller: SessionId) -> list[TaskRecord]:
         return [r for r in self._records.values() if r.owner_id == caller]

@@ -19,6 +19,7 @@ from ._continuable import ContinuableManager
 from ._naming import full_name
 from ._references import resolve_reference
 from ._tool_subagent import calling_agent
+from ._tool_transcript import transcript_tool
 
 __all__ = ["AgentRow", "check_page", "control_tools", "list_rows", "report_tool"]
 
@@ -234,6 +235,7 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
             parallel_safe=True,
             checkpoint=False,
         ),
+        transcript_tool(manager),
     ]
 
 

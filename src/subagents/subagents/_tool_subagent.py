@@ -202,7 +202,6 @@ def _definition_for(
         tool_name=config.tool_name,
         inherits=inherits,
         background=background,
-        runtime_spec=service.runtime.model_spec,
     )
     if definition.context != "fork" or inherits:
         return config.provider, definition
@@ -228,7 +227,8 @@ async def _run_foreground(service: SubagentService, admission: Admission) -> str
         text += f"\nDiagnostic: {result.diagnostic}"
     if result.output:
         text += f"\nPartial output before the run ended:\n{result.output}"
-    raise ToolError(text, code=ErrorCode.TOOL_FAILED, child=run.name)
+    code = ErrorCode.BUDGET_EXHAUSTED if result.stop_reason == "budget" else ErrorCode.TOOL_FAILED
+    raise ToolError(text, code=code, child=run.name)
 
 
 def _start_background(service: SubagentService, tasks: TaskRegistry, admission: Admission) -> str:
@@ -237,6 +237,7 @@ def _start_background(service: SubagentService, tasks: TaskRegistry, admission: 
     async def produce() -> TaskOutcome:
         run = await service.launch(admission)
         try:
+            tasks.get(task_id, admission.parent.id).subject = run.id  # for read_transcript
             result = await run.wait()
         finally:
             await run.dispose()

@@ -1,0 +1,54 @@
+"""`run --budget-*`: a budget for the whole tree, kept across `resume`, bad values refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_support import Cli, write_script
+
+DELEGATE = "  - calls: [{tool: subagent, args: {description: d, prompt: p}}]\n"
+
+
+def test_a_spent_budget_exits_1_and_resume_keeps_it(cli: Cli, tmp_path: Path) -> None:
+    spec = write_script(
+        tmp_path / "s.yaml",
+        "lead:\n" + DELEGATE + "  - text: first\n  - text: never\n'*':\n  - text: child\n",
+    )
+    done = cli("run", "go", "--model", spec, "--budget-model-calls", "3", "--json")
+    assert done.returncode == 0, done.stderr
+    first = json.loads(done.stdout)
+    assert first["output"] == "first"
+    # resume takes no budget flags: the recorded budget (3 calls, all used) still holds.
+    again = cli("resume", first["session_id"], "more", "--json")
+    assert again.returncode == 1
+    payload = json.loads(again.stdout)
+    assert payload["stop_reason"] == "budget"
+    assert payload["error"]["code"] == "BUDGET_EXHAUSTED"
+    assert "(3 of 3 calls used)" in payload["error"]["message"]
+    assert "subagents: BUDGET_EXHAUSTED: the model-call budget of lead" in again.stderr
+
+
+def test_a_children_budget_of_zero_refuses_delegation(cli: Cli, tmp_path: Path) -> None:
+    spec = write_script(tmp_path / "s.yaml", "lead:\n" + DELEGATE + "  - text: alone\n")
+    done = cli("run", "go", "--model", spec, "--budget-children", "0", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["output"] == "alone"
+    tree = json.loads(cli("tree", result["session_id"], "--json").stdout)
+    assert [row["name"] for row in tree] == ["lead"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--budget-tokens", "-1"), ("--budget-model-calls", "many"), ("--budget-children", "1.5")],
+)
+def test_a_bad_budget_is_a_usage_error_and_writes_nothing(
+    cli: Cli, tmp_path: Path, home: Path, flag: str, value: str
+) -> None:
+    spec = write_script(tmp_path / "s.yaml", "lead:\n  - text: hi\n")
+    done = cli("run", "go", "--model", spec, flag, value)
+    assert done.returncode == 2
+    assert flag in done.stderr
+    assert not (home / "state.db").exists()
