@@ -29,12 +29,13 @@ LAYERS = {
     "models": 2,
     "tools": 3,
     "core": 4,
+    "workspace": 4,
     "subagents": 5,
-    "workflows": 5,
-    "testing": 6,
-    "__init__": 6,
-    "cli": 7,
-    "__main__": 8,
+    "workflows": 6,
+    "testing": 7,
+    "__init__": 7,
+    "cli": 8,
+    "__main__": 9,
 }
 LINE_CEILING = 1000
 LINE_CEILING_ALLOWLIST: dict[str, str] = {}
