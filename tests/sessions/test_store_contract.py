@@ -33,6 +33,7 @@ from subagents.sessions._events import (
     InboxSpliced,
     ModelErrorEvent,
     RequestHeader,
+    SandboxModeSet,
     SessionEndSeed,
     SessionEvent,
     SessionHeader,
@@ -146,6 +147,7 @@ def one_of_each_kind() -> list[SessionEvent]:
         ),
         SubagentDescriptor(mode="continuable", provider="fork", label="Review", agent_model="m"),
         SubagentSettled(run_id="run-3", stop_reason="completed"),
+        SandboxModeSet(mode="read-only", source="delegation"),
         TeamTaskCreated(
             task_id="T1", subject="Write tests", blocked_by=("T0",), created_by="lead-id"
         ),

@@ -16,11 +16,14 @@ from ..messages import AssistantMessage, JsonObject, ToolResultMessage, Usage, U
 
 __all__ = [
     "AssistantMessageEvent",
+    "EVENT_KINDS",
     "EventRecord",
+    "HEADER_VERSION",
     "InboxSpliced",
     "InboxTarget",
     "ModelErrorEvent",
     "RequestHeader",
+    "SandboxModeSet",
     "SessionEndSeed",
     "SessionEvent",
     "SessionHeader",
@@ -42,8 +45,6 @@ __all__ = [
     "decode_header",
     "encode_event",
     "encode_header",
-    "EVENT_KINDS",
-    "HEADER_VERSION",
 ]
 
 StopReason: TypeAlias = Literal[
@@ -202,6 +203,17 @@ class SubagentDescriptor(_Event, frozen=True, kw_only=True, tag="subagent/descri
     """Its budget as resolved at start (already narrowed to what its parent had left)."""
 
 
+class SandboxModeSet(_Event, frozen=True, kw_only=True, tag="sandbox/mode"):
+    """The session's file policy from here on (the last one in its log counts).
+
+    `runtime`: chosen when the session was created; `delegation`: fixed from the parent's
+    policy when a child was created (after any fork seed, so it beats the seeded state).
+    """
+
+    mode: Literal["read-only", "workspace-write", "danger-full-access"]
+    source: Literal["runtime", "delegation", "user"] = "runtime"
+
+
 class SubagentSettled(_Event, frozen=True, kw_only=True, tag="subagent/settled"):
     """In a continuable child's log: its activation settled and its parent was notified.
 
@@ -251,6 +263,7 @@ SessionEvent: TypeAlias = (
     | SubagentCatalog
     | SubagentDescriptor
     | SubagentSettled
+    | SandboxModeSet
     | TeamTaskCreated
     | TeamTaskClaimed
     | TeamTaskUpdated
@@ -274,6 +287,7 @@ EVENT_KINDS: dict[str, type[SessionEvent]] = {
         SubagentCatalog,
         SubagentDescriptor,
         SubagentSettled,
+        SandboxModeSet,
         TeamTaskCreated,
         TeamTaskClaimed,
         TeamTaskUpdated,
