@@ -94,11 +94,13 @@ class BudgetBook:
             return live.ledger
         header = await self._runtime.read_header(session_id)
         records = await self._runtime.read_log(session_id)
-        parent = await self._ledger_of(header.parent) if header.parent is not None else None
         limits = recorded_budget(records[header.seed_length :])
-        if limits is None and parent is None:
+        if limits is None:
+            # A child of a budgeted parent always records limits (what its parent had left),
+            # so without any there is no budget above it either: no need to read ancestors.
             self._ledgers[session_id] = None
             return None
+        parent = await self._ledger_of(header.parent) if header.parent is not None else None
         tokens, calls, children = await self._subtree_usage(session_id)
         ledger = Ledger(
             limits or Budget(),

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
-from ..core import Agent, AgentConfig, AgentRuntime
+from ..core import Agent, AgentConfig, AgentRuntime, Budget
 from ..ids import SessionId
 from ..messages import JsonObject
 from ..sessions import EventRecord, SessionEvent, SubagentDescriptor, TurnEnd
@@ -63,6 +63,10 @@ class StartRequest:
     tool_filter: ToolFilter | None = None
     output_schema: JsonObject | None = None
     """The object schema the child answers through `structured_output` (checked already)."""
+    budget: Budget | None = None
+    """The child's own budget limits, recorded in its descriptor (the service enforces them)."""
+    model_spec: str | None = None
+    """The model it runs when not its parent's, recorded in its descriptor."""
     establish: Callable[[SessionId], Awaitable[None]] = field(repr=False)
     """Called once the child exists and before it receives its prompt (the catalog entry)."""
 
@@ -207,7 +211,16 @@ class InProcessProvider:
 
     async def start(self, request: StartRequest) -> SubagentRun:
         seed = self.continuable_seed(request.parent)
-        descriptor = SubagentDescriptor(mode="one-shot", provider=self._name, label=request.label)
+        budget = request.budget
+        descriptor = SubagentDescriptor(
+            mode="one-shot",
+            provider=self._name,
+            label=request.label,
+            agent_model=request.model_spec,
+            budget_tokens=budget.tokens if budget is not None else None,
+            budget_model_calls=budget.model_calls if budget is not None else None,
+            budget_children=budget.children if budget is not None else None,
+        )
         child = await self._runtime.create_child(
             request.parent,
             config=AgentConfig(

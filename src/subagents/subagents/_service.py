@@ -459,6 +459,8 @@ class SubagentService:
                     instructions=self._instructions(admission),
                     tool_filter=admission.tool_filter,
                     output_schema=output_schema(admission),
+                    budget=admission.profile.budget if admission.profile is not None else None,
+                    model_spec=admission.model_spec,
                     establish=establish,
                 )
             )
