@@ -5,15 +5,26 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CODE := $(wildcard src tests examples bench)
 
-.PHONY: install demo check format lint typecheck test bench clean
+.PHONY: install sandbox-deps demo check format lint typecheck test bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | sandbox-deps
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# bubblewrap confines workflow scripts and bash (DESIGN.md 4.6). Installed where missing when we
+# are root with apt; otherwise a note, since sandboxed runs fall back to Landlock.
+sandbox-deps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap) \
+	      || echo "note: could not install bubblewrap; sandboxed runs fall back to Landlock"; \
+	  else \
+	    echo "note: bubblewrap (bwrap) is missing; sandboxed runs fall back to Landlock (Debian: sudo apt-get install bubblewrap)"; \
+	  fi; }
 
 demo: $(STAMP)
 	$(BIN)/subagents demo

@@ -11,10 +11,12 @@ SubagentsError
     ├── ToolError                   a tool failed; its text goes back to the model
     │   └── ToolArgsError           arguments did not match the tool's schema
     ├── SubagentError               delegation refused or failed (provider, name, depth, task)
+    ├── WorkflowError               a workflow refused at start, misused by its script, or failed
     ├── StoreError                  the event store could not read or write
     │   ├── ConcurrencyConflict     an append raced another writer of the same session
     │   ├── SchemaVersionError      the store's schema is newer or older than this build
     │   └── NotFoundError           no such session (for this tenant)
+    ├── SandboxUnavailable          a sandbox mode cannot be enforced on this machine
     ├── LimitExceeded               a configured limit was reached
     └── RunCancelled                our own cancellation, seen at the run edge
 ```
@@ -39,6 +41,7 @@ __all__ = [
     "NotFoundError",
     "RunCancelled",
     "RunError",
+    "SandboxUnavailable",
     "SchemaVersionError",
     "StoreError",
     "SubagentError",
@@ -46,6 +49,7 @@ __all__ = [
     "ToolArgsError",
     "ToolError",
     "UsageError",
+    "WorkflowError",
 ]
 
 
@@ -83,6 +87,17 @@ class ErrorCode(StrEnum):
     ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
     TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
     TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
+    # built-in file and shell tools (workspace)
+    SANDBOX_DENIED = "SANDBOX_DENIED"
+    FILE_NOT_FOUND = "FILE_NOT_FOUND"
+    NOT_A_FILE = "NOT_A_FILE"
+    NOT_A_DIRECTORY = "NOT_A_DIRECTORY"
+    BINARY_FILE = "BINARY_FILE"
+    FILE_TOO_LARGE = "FILE_TOO_LARGE"
+    FILE_ERROR = "FILE_ERROR"
+    NO_MATCH = "NO_MATCH"
+    AMBIGUOUS_MATCH = "AMBIGUOUS_MATCH"
+    INVALID_PATTERN = "INVALID_PATTERN"
     # store failures
     STORE = "STORE"
     STORE_UNWRITABLE = "STORE_UNWRITABLE"
@@ -112,6 +127,20 @@ class ErrorCode(StrEnum):
     NO_CALLER = "NO_CALLER"
     UNKNOWN_DEFINITION = "UNKNOWN_DEFINITION"
     BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
+    # workflows (spec/workflow-sandbox.md 2.6)
+    SCRIPT_PARSE = "SCRIPT_PARSE"
+    META_INVALID = "META_INVALID"
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    UNSUPPORTED_OPTION = "UNSUPPORTED_OPTION"
+    UNSUPPORTED_SCHEMA = "UNSUPPORTED_SCHEMA"
+    AGENT_CAP = "AGENT_CAP"
+    ITEM_CAP = "ITEM_CAP"
+    AGENT_START = "AGENT_START"
+    AGENT_RESULT = "AGENT_RESULT"
+    RESULT_UNSERIALIZABLE = "RESULT_UNSERIALIZABLE"
+    WORKFLOW_FAILED = "WORKFLOW_FAILED"
+    # sandbox
+    SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"
     # run failures
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
     CANCELLED = "CANCELLED"
@@ -210,6 +239,12 @@ class SubagentError(RunError):
     default_code = ErrorCode.INTERNAL
 
 
+class WorkflowError(RunError):
+    """A workflow refused at start, misused by its script, or failed (its code says which)."""
+
+    default_code = ErrorCode.WORKFLOW_FAILED
+
+
 class StoreError(RunError):
     default_code = ErrorCode.STORE
 
@@ -224,6 +259,12 @@ class SchemaVersionError(StoreError):
 
 class NotFoundError(StoreError):
     default_code = ErrorCode.NOT_FOUND
+
+
+class SandboxUnavailable(RunError):
+    """No confinement backend can enforce the requested file policy; the command did not run."""
+
+    default_code = ErrorCode.SANDBOX_UNAVAILABLE
 
 
 class LimitExceeded(RunError):

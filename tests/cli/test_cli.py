@@ -40,7 +40,8 @@ def test_demo_runs_a_scripted_tree(cli: Cli, home: Path) -> None:
     events = json.loads(cli("log", "lead", "--json").stdout)
     kinds = [e["kind"] for e in events]
     assert [e["seq"] for e in events] == list(range(len(events)))
-    assert kinds[:2] == ["agent/inbox/spliced", "turn/start"]
+    assert kinds[:3] == ["sandbox/mode", "agent/inbox/spliced", "turn/start"]
+    assert events[0]["payload"]["mode"] == "workspace-write"
     assert kinds.count("tool/call") == kinds.count("tool/result") == 3
     assert kinds.count("subagent/catalog") == 2
     assert kinds[-1] == "turn/end"

@@ -323,9 +323,16 @@ async def crash_and_resume(files: Files, point: Sequence[str]) -> Outcome:
         # Only the crash's repair may leave the lead's last turn unfinished: the turn it cut
         # off is closed `interrupted` and nothing after it woke the lead.
         lead = members[0].records
-        seq, end = last_turn_end(lead)
-        assert (end.reason, seq) == ("interrupted", len(lead) - 1), resumed.stdout
-        assert not [r for r in lead[len(killed[0].records) : seq] if isinstance(r.event, TurnEnd)]
+        if not any(isinstance(r.event, TurnEnd) for r in lead):
+            # Killed before the prompt was durable (only the lead's sandbox/mode was): there
+            # was nothing to resume, and nothing was acknowledged that could be lost.
+            assert run.accepted().get(run.root, []) == [], run.accepted()
+        else:
+            seq, end = last_turn_end(lead)
+            assert (end.reason, seq) == ("interrupted", len(lead) - 1), resumed.stdout
+            assert not [
+                r for r in lead[len(killed[0].records) : seq] if isinstance(r.event, TurnEnd)
+            ]
         again = await asyncio.to_thread(cli, files, "resume", run.root, "Finish up.")
         assert again.returncode == 0, again.stderr
         reprompted = True

@@ -404,8 +404,8 @@ async def test_a_definition_naming_unknown_tools_is_refused_at_start() -> None:
         assert (reply.is_error, reply.code) == (True, ErrorCode.CONFIG)
         assert reply.content.startswith(
             'Error: agent definition "typo" (typo.md) names tools this runtime does not have: '
-            "task_lst, Bash; the tools are: interrupt_agent, list_agents, read_transcript, "
-            "send_message, "
+            "task_lst, Bash; the tools are: bash, edit_file, glob, grep, interrupt_agent, "
+            "list_agents, read_file, read_transcript, send_message, "
         )
         assert reply.content.endswith(". Fix the definition's tools or disallowed_tools")
         assert await session_count(rt) == 1

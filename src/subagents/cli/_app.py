@@ -15,6 +15,7 @@ from ..core._inspect import is_held, list_sessions
 from ..errors import NotFoundError
 from ..ids import SessionId
 from ..models._scripted import ScriptedModel
+from ..policy import SANDBOX_MODES, parse_mode
 from ..sessions import EventStore, SessionHeader
 from ..subagents import DelegationOptions, Runtime
 from ..subagents._tree import find_member, load_tree, tree_json
@@ -56,6 +57,14 @@ StoreOpt = Annotated[
 ]
 TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant whose sessions to use.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+SandboxOpt = Annotated[
+    str,
+    typer.Option(
+        "--sandbox",
+        help="File policy of the lead and its tree: read-only, workspace-write or "
+        "danger-full-access (kept across resume; children inherit it).",
+    ),
+]
 BudgetTokensOpt = Annotated[
     int | None,
     typer.Option("--budget-tokens", min=0, help="Tokens (input + output) the whole tree may use."),
@@ -129,6 +138,7 @@ def run(
         str | None,
         typer.Option("--agent", help="Run this agent definition as the lead (see `agents`)."),
     ] = None,
+    sandbox: SandboxOpt = "workspace-write",
     budget_tokens: BudgetTokensOpt = None,
     budget_model_calls: BudgetCallsOpt = None,
     budget_children: BudgetChildrenOpt = None,
@@ -144,6 +154,8 @@ def run(
         fail("a prompt is required, for example: subagents run 'review app.py' --model ...")
     if cwd is not None and not cwd.is_dir():
         fail(f"--cwd {cwd} is not a directory")
+    if sandbox not in SANDBOX_MODES:
+        fail(f"--sandbox {sandbox!r} is not a mode; use one of {', '.join(SANDBOX_MODES)}")
     definitions = definitions_for(cwd, tenant)
     definition = None if agent is None else choose_definition(definitions, agent, tenant=tenant)
     chosen, spec = resolve_model(model_for(definition, model))
@@ -155,6 +167,7 @@ def run(
             tenant=tenant,
             cwd=cwd,
             model_spec=spec,
+            sandbox=parse_mode(sandbox),
             delegation=DelegationOptions(
                 definitions=definitions,
                 budget=Budget(

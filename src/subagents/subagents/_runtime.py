@@ -11,11 +11,13 @@ from typing import Literal, Self
 
 from .._clock import Clock
 from ..core import Agent, AgentConfig, AgentRuntime, Budget
-from ..errors import ErrorCode, SubagentError
+from ..errors import ErrorCode, NotFoundError, SubagentError
 from ..ids import SessionId
 from ..models import Model
-from ..sessions import EventStore, SubagentDescriptor
+from ..policy import SandboxMode, SandboxPolicy, parse_mode
+from ..sessions import EventStore, SandboxModeSet, SubagentDescriptor
 from ..tools import ToolSpec
+from ..workspace import workspace_tools
 from ._continuable import ContinuableManager
 from ._definitions import AgentDefinition, DefinitionProblem, aload_definitions, subagents_home
 from ._providers import InProcessProvider, ToolFilter
@@ -89,6 +91,8 @@ class Runtime(AgentRuntime):
         model_spec: str | None = None,
         delegation: DelegationOptions | None = None,
         model_factory: Callable[[str], Model] | None = None,
+        sandbox: SandboxMode = "workspace-write",
+        workspace_tools: bool = True,
     ) -> None:
         super().__init__(
             model=model,
@@ -100,6 +104,10 @@ class Runtime(AgentRuntime):
             model_spec=model_spec,
             model_factory=model_factory,
         )
+        self.sandbox: SandboxMode = parse_mode(sandbox)
+        """The file policy of new roots (children take their parent's)."""
+        self._sandbox_modes: dict[SessionId, SandboxMode] = {}
+        self._workspace_tools = workspace_tools
         self.delegation = delegation or DelegationOptions()
         self.subagents = SubagentService(self, instructions=self._child_instructions)
         self.tasks = TaskRegistry(
@@ -126,6 +134,12 @@ class Runtime(AgentRuntime):
             await self.reload_definitions()
         else:
             self.subagents.set_definitions(options.definitions)
+        if self._workspace_tools:
+            for spec in workspace_tools(
+                lambda ctx: self.sandbox_policy(ctx.agent_id),
+                cwd_for=lambda ctx: self.sandbox_policy(ctx.agent_id).workspace_root,
+            ):
+                self.tools.register(spec)
         for spec in task_tools(self.tasks):
             self.tools.register(spec)
         for spec in control_tools(self.continuable):
@@ -269,7 +283,8 @@ class Runtime(AgentRuntime):
             self.subagents.model_specs[agent.id] = spec
 
     def setup_agent(self, agent: Agent) -> None:
-        """A resumed root that ran a definition gets back the scope its log recorded."""
+        """Fix a new agent's file policy; give a resumed definition root its recorded scope."""
+        self._fix_sandbox_mode(agent)
         header = agent.session.header
         if header.parent is not None or agent.id in self.subagents.profiles:
             return
@@ -289,6 +304,43 @@ class Runtime(AgentRuntime):
         if descriptor.instructions is not None:
             agent.config = dataclasses.replace(agent.config, instructions=descriptor.instructions)
         _apply(agent, profile.tool_filter)
+
+    def _fix_sandbox_mode(self, agent: Agent) -> None:
+        """An agent's mode is the last `sandbox/mode` of its own log (after any fork seed).
+
+        A new root records the runtime's mode; a new child records its parent's, so it can
+        never be wider than its parent's and a later switch of the parent does not change it.
+        """
+        header = agent.session.header
+        recorded: list[SandboxMode] = [
+            r.event.mode
+            for r in agent.session.records[header.seed_length :]
+            if isinstance(r.event, SandboxModeSet)
+        ]
+        if recorded:
+            self._sandbox_modes[agent.id] = recorded[-1]
+            return
+        parent = self._sandbox_modes.get(header.parent) if header.parent is not None else None
+        mode = parent if parent is not None else self.sandbox
+        source: Literal["runtime", "delegation"] = "delegation" if parent else "runtime"
+        agent.record(SandboxModeSet(mode=mode, source=source))
+        self._sandbox_modes[agent.id] = mode
+
+    def sandbox_policy(self, agent_id: str) -> SandboxPolicy:
+        """The file policy an agent's tools and scripts run under right now."""
+        agent = self.get_agent(agent_id)
+        if agent is None:
+            raise NotFoundError(f"no live agent {agent_id}", code=ErrorCode.NOT_FOUND)
+        return SandboxPolicy(
+            mode=self._sandbox_modes.get(agent.id, self.sandbox),
+            workspace_root=agent.session.header.cwd,
+            session_id=agent.id,
+        )
+
+    def set_sandbox_mode(self, agent: Agent, mode: SandboxMode) -> None:
+        """Switch a live agent's file policy (recorded; its next confined call uses it)."""
+        agent.record(SandboxModeSet(mode=parse_mode(mode), source="user"))
+        self._sandbox_modes[agent.id] = mode
 
     async def before_close(self) -> None:
         # Continuable children are released child-first, without notices, keeping their

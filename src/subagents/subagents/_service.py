@@ -79,16 +79,24 @@ class Admission:
     """What narrows the child (its definition, tools, depth cap, budget); None when nothing
     does."""
     model_spec: str | None = None
-    """The model its definition asks for (None: the parent's)."""
+    """The model its definition (or its caller) asks for (None: the parent's)."""
     counted: bool = False
     """Whether the child was counted against a children budget (given back if not launched)."""
+    output_schema: JsonObject | None = None
+    """The schema its caller asked it to answer with (beats its definition's)."""
 
 
 def output_schema(admission: Admission) -> JsonObject | None:
-    """The output schema of an admitted child's definition, if it has one."""
+    """The output schema of an admitted child: its caller's, else its definition's, if any."""
+    if admission.output_schema is not None:
+        return admission.output_schema
     profile = admission.profile
     definition = profile.definition if profile is not None else None
     return definition.output_schema if definition is not None else None
+
+
+def _accessible_dir(path: str) -> str | None:
+    return os.path.realpath(path) if os.path.isdir(path) else None
 
 
 def _own_model(definition: AgentDefinition | None) -> str | None:
@@ -255,11 +263,14 @@ class SubagentService:
         max_depth: int | None = None,
         tool_filter: ToolFilter | None = None,
         definition: AgentDefinition | None = None,
+        output_schema: JsonObject | None = None,
+        model_spec: str | None = None,
     ) -> Admission:
         """Validate a start in the fixed order and reserve its name (synchronously).
 
         With `definition`, the child runs it: its tools resolve against the parent's (never
         wider), its `max_depth` narrows the subtree's cap, and the name defaults to its name.
+        `output_schema` (checked by the caller) and `model_spec` override the definition's.
         """
         depth = parent.session.header.depth + 1
         profile = self._narrowing(parent, definition, depth)
@@ -269,6 +280,7 @@ class SubagentService:
         schema = definition.output_schema if definition is not None else None
         if definition is not None and schema is not None:
             check_output_schema(schema, definition=definition.name)
+        schema = output_schema if output_schema is not None else schema
         provider = self._provider_for(
             provider_name,
             max_depth=max_depth,
@@ -312,8 +324,9 @@ class SubagentService:
             depth=depth,
             tool_filter=tool_filter,
             profile=profile,
-            model_spec=_own_model(definition) or self.model_specs.get(parent.id),
+            model_spec=model_spec or _own_model(definition) or self.model_specs.get(parent.id),
             counted=counted,
+            output_schema=output_schema,
         )
 
     def _check_depth(self, parent: Agent, depth: int, max_depth: int | None) -> None:
@@ -393,16 +406,21 @@ class SubagentService:
         if admission.counted:
             self.budgets.release_child(admission.parent)
 
-    async def check_cwd(self, admission: Admission) -> None:
-        """Refuse a working directory that is not an accessible directory (`INVALID_CWD`)."""
-        if admission.cwd != admission.parent.session.header.cwd and not await asyncio.to_thread(
-            os.path.isdir, admission.cwd
-        ):
-            raise SubagentError(
-                f"cwd {admission.cwd} is not an accessible directory; give an existing "
-                "directory or omit cwd to use yours",
-                code=ErrorCode.INVALID_CWD,
-            )
+    async def check_cwd(self, admission: Admission) -> Admission:
+        """The admission with its cwd canonical (its workspace root; symlinks resolved).
+
+        A cwd that is not an accessible directory is refused (`INVALID_CWD`).
+        """
+        if admission.cwd == admission.parent.session.header.cwd:
+            return admission
+        canonical = await asyncio.to_thread(_accessible_dir, admission.cwd)
+        if canonical is not None:
+            return dataclasses.replace(admission, cwd=canonical)
+        raise SubagentError(
+            f"cwd {admission.cwd} is not an accessible directory; give an existing "
+            "directory or omit cwd to use yours",
+            code=ErrorCode.INVALID_CWD,
+        )
 
     async def open_model(self, admission: Admission) -> Model:
         """The child's model: its definition's (opened once per runtime), else its parent's."""
@@ -412,9 +430,10 @@ class SubagentService:
             return await self.runtime.model_for(admission.model_spec)
         except SubagentsError as exc:
             definition = admission.profile.definition if admission.profile else None
+            asker = f'agent definition "{definition.name}"' if definition else "the caller"
             raise SubagentError(
-                f'agent definition "{definition.name if definition else "?"}" asks for model '
-                f'"{admission.model_spec}", which cannot be opened: {exc.message}',
+                f'{asker} asks for model "{admission.model_spec}", which cannot be opened: '
+                f"{exc.message}",
                 code=exc.code,
             ) from exc
 
@@ -423,7 +442,7 @@ class SubagentService:
         book = self.name_book(admission.parent)
         parent = admission.parent
         try:
-            await self.check_cwd(admission)
+            admission = await self.check_cwd(admission)
             model = await self.open_model(admission)
 
             async def establish(child_id: SessionId) -> None:

@@ -144,7 +144,7 @@ def subagent_tool(
         )
         if background and config.background_mode == "continuable" and continuable is not None:
             try:
-                await service.check_cwd(admission)
+                admission = await service.check_cwd(admission)
             except BaseException:
                 service.cancel(admission)
                 raise
@@ -161,7 +161,7 @@ def subagent_tool(
                         "background tasks are unavailable in this runtime", code=ErrorCode.USAGE
                     )
                 # Validate the start now, so a bad cwd is this call's error, not a failed task.
-                await service.check_cwd(admission)
+                admission = await service.check_cwd(admission)
             except BaseException:
                 service.cancel(admission)
                 raise

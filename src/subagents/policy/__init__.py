@@ -1,0 +1,47 @@
+"""Sandbox policy: modes, their resolution, and confined process launch (DESIGN.md 4.6).
+
+Under `read-only` and `workspace-write` a run is confined by bubblewrap, or by Landlock where
+bubblewrap cannot run, and sees only the system directories, the Python installation and venv,
+this package, the workspace (writable under `workspace-write`), its cwd and the caller's
+`readable` paths: $HOME and $SUBAGENTS_HOME (every tenant's log) are not visible. When neither
+backend works, `spawn` refuses with `SandboxUnavailable` ("cannot enforce the <mode> file
+policy"); it never runs unconfined. In every mode, `danger-full-access` included: an emptied
+environment, rlimits, a bounded number of processes, its own session and process group, no
+network when confined, and `kill()` ends every process of the run.
+"""
+
+from ._confine import Confinement as Confinement, confinement as confinement
+from ._limits import Limits as Limits, SandboxFacts as SandboxFacts
+from ._modes import (
+    SANDBOX_MODES as SANDBOX_MODES,
+    SandboxMode as SandboxMode,
+    SandboxPolicy as SandboxPolicy,
+    canonical_root as canonical_root,
+    narrower as narrower,
+    parse_mode as parse_mode,
+    resolve_policy as resolve_policy,
+)
+from ._process import (
+    CommandResult as CommandResult,
+    ConfinedProcess as ConfinedProcess,
+    run_command as run_command,
+    spawn as spawn,
+)
+
+__all__ = [
+    "CommandResult",
+    "ConfinedProcess",
+    "Confinement",
+    "Limits",
+    "SANDBOX_MODES",
+    "SandboxFacts",
+    "SandboxMode",
+    "SandboxPolicy",
+    "canonical_root",
+    "confinement",
+    "narrower",
+    "parse_mode",
+    "resolve_policy",
+    "run_command",
+    "spawn",
+]
