@@ -32,7 +32,6 @@ from .sessions import EventRecord as EventRecord, EventStore as EventStore
 from .subagents import (
     AgentDefinition as AgentDefinition,
     DelegationOptions as DelegationOptions,
-    Runtime as Runtime,
 )
 from .tools import (
     ToolContext as ToolContext,
@@ -40,6 +39,7 @@ from .tools import (
     ToolSpec as ToolSpec,
     tool as tool,
 )
+from .workflows import Runtime as Runtime
 
 __version__ = _version("subagents")
 

@@ -32,9 +32,9 @@ import signal
 import sys
 from collections.abc import Callable
 
-from subagents import Runtime
 from subagents.core import SessionEventPosted
 from subagents.sessions import InboxSpliced, SqliteEventStore
+from subagents.subagents import Runtime
 from subagents.testing import ScriptedModel
 
 __all__ = ["CHILDREN", "PROMPT", "SCRIPT", "answer"]

@@ -13,12 +13,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from delegation_support import RecordingModel, events, wait_for_record
 
-from subagents import Runtime
 from subagents.core import Agent
 from subagents.ids import SessionId
 from subagents.models import ModelChunk, ModelRequest
 from subagents.sessions import EventRecord, TurnEnd, TurnStart, UserMessageEvent
-from subagents.subagents import SubagentEnded
+from subagents.subagents import Runtime, SubagentEnded
 
 __all__ = [
     "HookedModel",

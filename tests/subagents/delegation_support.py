@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from subagents import DelegationOptions, Runtime
+from subagents import DelegationOptions
 from subagents.core import Agent, SessionEventPosted
 from subagents.sessions import (
     EventRecord,
@@ -23,7 +23,7 @@ from subagents.sessions import (
     SubagentCatalog,
     ToolResultEvent,
 )
-from subagents.subagents import SubagentEnded, SubagentStarted
+from subagents.subagents import Runtime, SubagentEnded, SubagentStarted
 from subagents.testing import (
     FakeClock,
     GatedClock,

@@ -17,11 +17,11 @@ import os
 import signal
 import sys
 
-from subagents import DelegationOptions, Runtime
+from subagents import DelegationOptions
 from subagents.core import SessionEventPosted
 from subagents.messages import JsonObject
 from subagents.sessions import SqliteEventStore, ToolResultEvent
-from subagents.subagents import AgentDefinition
+from subagents.subagents import AgentDefinition, Runtime
 from subagents.testing import ScriptedModel
 
 __all__ = ["SCHEMA", "definitions"]

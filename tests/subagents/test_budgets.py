@@ -13,11 +13,11 @@ from pathlib import Path
 from delegation_support import ToolReply, events, make_runtime, replies, session_count
 from hypothesis import given, strategies as st
 
-from subagents import Budget, DelegationOptions, Runtime
+from subagents import Budget, DelegationOptions
 from subagents.core import Ledger
 from subagents.messages import Usage
 from subagents.sessions import EventRecord, SubagentDescriptor, UserMessageEvent
-from subagents.subagents import AgentDefinition
+from subagents.subagents import AgentDefinition, Runtime
 from subagents.testing import FakeClock, ScriptedModel
 
 SUBAGENT = "{tool: subagent, args: {description: d, prompt: p%s}}"

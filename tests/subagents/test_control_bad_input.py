@@ -17,11 +17,12 @@ import pytest
 from continuable_support import Settlements, background, sequential_session_ids, sid, wait_turn
 from delegation_support import Gates, Lifecycle, ToolReply, events, make_runtime, replies
 
-from subagents import AgentConfig, Runtime
+from subagents import AgentConfig
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
 from subagents.messages import JsonObject
 from subagents.sessions import InboxSpliced, ToolResultEvent, TurnEnd, UserMessageEvent
+from subagents.subagents import Runtime
 
 INVALID = "Error: invalid arguments: "
 NOT_DELIVERED = " (the message was not delivered)"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from delegation_support import ToolReply, events, make_runtime, replies
 
-from subagents import DelegationOptions, Runtime
+from subagents import DelegationOptions
 from subagents.sessions import RequestHeader, SubagentDescriptor
-from subagents.subagents import AgentDefinition
+from subagents.subagents import AgentDefinition, Runtime
 from subagents.testing import FakeClock, ScriptedModel
 
 

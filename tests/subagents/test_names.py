@@ -19,12 +19,13 @@ from delegation_support import (
     session_count,
 )
 
-from subagents import AgentConfig, Runtime
+from subagents import AgentConfig
 from subagents.core import Agent
 from subagents.errors import ErrorCode, SubagentError
 from subagents.ids import SessionId
 from subagents.sessions import EventRecord, SqliteEventStore, SubagentCatalog
 from subagents.subagents import (
+    Runtime,
     StartRequest,
     SubagentRun,
     name_error,

@@ -26,7 +26,7 @@ from delegation_support import (
     replies,
 )
 
-from subagents import AgentConfig, Runtime
+from subagents import AgentConfig
 from subagents.core import Agent
 from subagents.errors import ErrorCode
 from subagents.ids import MessageId
@@ -48,6 +48,7 @@ from subagents.sessions import (
     TurnEnd,
     UserMessageEvent,
 )
+from subagents.subagents import Runtime
 from subagents.subagents._tool_transcript import MAX_ENTRY_CHARS, transcript_entries
 from subagents.testing import FakeClock, RecordingModel
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 import pytest
 from delegation_support import Gates, Lifecycle, ToolReply, make_runtime, replies, session_count
 
-from subagents import DelegationOptions, Runtime
+from subagents import DelegationOptions
 from subagents.core import Agent
 from subagents.errors import DuplicateError, ErrorCode, SubagentError
 from subagents.subagents import (
     InProcessProvider,
     ProviderAdded,
     ProviderRemoved,
+    Runtime,
     StartRequest,
     SubagentRun,
 )

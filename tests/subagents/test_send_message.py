@@ -30,13 +30,13 @@ from delegation_support import (
     replies,
 )
 
-from subagents import Runtime
 from subagents.core import replay_inbox
 from subagents.core._inspect import MessageTrace, trace_message
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
 from subagents.messages import AssistantMessage, MessageSource, UserMessage, user_message
 from subagents.sessions import InboxSpliced, SqliteEventStore, UserMessageEvent
+from subagents.subagents import Runtime
 from subagents.testing import FakeClock
 
 QUEUED = re.compile(

@@ -19,12 +19,12 @@ from delegation_support import (
     wait_for_record,
 )
 
-from subagents import DelegationOptions, Runtime
+from subagents import DelegationOptions
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
 from subagents.messages import JsonObject
 from subagents.sessions import EventRecord, InboxSpliced, ToolResultEvent, TurnEnd
-from subagents.subagents import AgentDefinition
+from subagents.subagents import AgentDefinition, Runtime
 from subagents.subagents._structured import (
     MAX_INVALID_ATTEMPTS,
     MISSING_DIAGNOSTIC,

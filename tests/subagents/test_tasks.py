@@ -23,11 +23,12 @@ from delegation_support import (
     wait_for_record,
 )
 
-from subagents import AgentConfig, DelegationOptions, Runtime
+from subagents import AgentConfig, DelegationOptions
 from subagents.core import Agent
 from subagents.errors import ErrorCode
 from subagents.messages import UserMessage
 from subagents.sessions import InboxSpliced, TurnEnd, TurnStart, UserMessageEvent
+from subagents.subagents import Runtime
 from subagents.testing import FakeClock
 
 TESTER = """

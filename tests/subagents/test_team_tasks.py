@@ -12,7 +12,6 @@ from pathlib import Path
 from continuable_support import wait_turn
 from delegation_support import Gates, ToolReply, events, make_runtime, replies
 
-from subagents import Runtime
 from subagents.core import Agent
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
@@ -24,6 +23,7 @@ from subagents.sessions import (
     TeamTaskUpdated,
     ToolResultEvent,
 )
+from subagents.subagents import Runtime
 
 
 def ok(tool: str, content: str) -> ToolReply:

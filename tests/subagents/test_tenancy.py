@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from subagents import ConfigError, Runtime
+from subagents import ConfigError
 from subagents.errors import NotFoundError, SubagentError
 from subagents.ids import SessionId
 from subagents.messages import MessageSource, user_message
 from subagents.sessions import InMemoryEventStore, SqliteEventStore
+from subagents.subagents import Runtime
 from subagents.testing import FakeClock, ScriptedModel, ScriptedResponse
 
 TENANTS = ("acme", "globex")

@@ -17,9 +17,10 @@ from ..ids import SessionId
 from ..models._scripted import ScriptedModel
 from ..policy import SANDBOX_MODES, parse_mode
 from ..sessions import EventStore, SessionHeader
-from ..subagents import DelegationOptions, Runtime
+from ..subagents import DelegationOptions
 from ..subagents._tree import find_member, load_tree, tree_json
 from ..tools import ToolSpec
+from ..workflows import Runtime
 from ._agents import choose_definition, definitions_for, list_agents, model_for
 from ._common import (
     EXIT_FAILED,

@@ -1,0 +1,242 @@
+"""The model-facing `workflow` tool (spec 1.2-1.4): meta, a Python script, args.
+
+The description is the whole authoring contract (the model never sees engine docs). A run is
+started in the foreground and always disposed before the tool returns; only its return value
+reaches the model, as `workflow "<name>" completed (<n> agents).` and pretty JSON (truncated
+at `max_result_chars`). A run that did not complete is an error with the spec's texts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..core import Agent
+from ..errors import ErrorCode, WorkflowError
+from ..messages import JsonObject, JsonValue
+from ..tools import ToolContext, ToolSpec
+from ._engine import WorkflowEngine, WorkflowOptions, WorkflowRequest
+from ._events import WorkflowResult
+
+if TYPE_CHECKING:
+    from .._clock import Clock
+    from ..policy import SandboxPolicy
+    from ..subagents import Runtime
+    from ._process import ScriptRuntime
+
+__all__ = [
+    "WorkflowToolConfig",
+    "mount_workflow_tool",
+    "render_success",
+    "result_text",
+    "workflow_tool",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowToolConfig:
+    tool_name: str = "workflow"
+    max_result_chars: int = 50_000
+    """Longer return values are cut in the model's view (the run's value stays whole)."""
+
+
+def render_success(name: str, *, agents: int, value: JsonValue, max_chars: int) -> str:
+    """`workflow "<name>" completed (<n> agent(s)).`, then the value as pretty JSON."""
+    pretty = json.dumps(value, indent=2, ensure_ascii=False)
+    if len(pretty) > max_chars:  # counted in code points
+        omitted = len(pretty) - max_chars
+        pretty = f"{pretty[:max_chars]}\n… [truncated: {omitted} more characters]"
+    noun = "agent" if agents == 1 else "agents"
+    return f'workflow "{name}" completed ({agents} {noun}).\nReturn value:\n{pretty}'
+
+
+def result_text(name: str, result: WorkflowResult, *, max_chars: int) -> str:
+    """The model's view of a settled run; a run that did not complete raises `WorkflowError`."""
+    match result.stop_reason:
+        case "completed":
+            return render_success(
+                name, agents=result.agents_started, value=result.value, max_chars=max_chars
+            )
+        case "cancelled":
+            suffix = f" ({result.error})" if result.error else ""
+            raise WorkflowError(f"workflow run was cancelled{suffix}", code=ErrorCode.CANCELLED)
+        case "error":
+            raise WorkflowError(f"workflow run failed: {result.error or 'unknown error'}")
+        case _:
+            raise WorkflowError(f"workflow run ended abnormally ({result.stop_reason})")
+
+
+def _description(options: WorkflowOptions) -> str:
+    wall = f"{options.wall_seconds:g} s" if options.wall_seconds is not None else "unlimited"
+    concurrent = options.max_concurrent_agents or "a few"
+    return f"""\
+Run a workflow: a short Python script that orchestrates many subagents (fan-out, phases, \
+pipelines) and returns one JSON value. Use it only when the user asks for a workflow or for \
+large multi-agent orchestration (an audit over many files, a migration, multi-angle research, \
+adversarial verification); for one or two delegations call `subagent` instead. Only the \
+script's return value comes back to you; the children's own messages never do.
+
+Parameters:
+- meta: {{"name": short kebab-case name, "description": one line, "whenToUse"?: text, \
+"phases"?: [{{"title", "detail"?, "provider"?, "model"?}}]}}. Plain JSON, no other keys.
+- script: the BODY of an async Python function (not a module; no `export const meta`). \
+Top-level `await` and `return` work; end with `return <JSON value>` (dicts, lists, str, int, \
+float, bool, None; no tuples or sets).
+- args: optional JSON object, visible to the script as `args` ({{}} when omitted). Wrap a \
+list in a field: {{"files": [...]}}.
+
+The script's hooks:
+- `await agent(prompt, *, schema=None, label=None, phase=None, model=None, provider=None, \
+name=None)` runs one subagent to completion (it works in your directory with your tools) and \
+returns its final text; with `schema` (a JSON Schema with "type": "object", using only type, \
+properties, required, additionalProperties, items, enum, const, oneOf: no pattern, format or \
+numeric bounds) it returns the validated dict. It returns None when the child does not \
+complete, so filter falsy results. `label` is its display text, `phase` its progress group, \
+`model` a model spec ("openai:gpt-4o"), `provider` a model provider (with `model`: \
+"provider:model"), `name` the child's name. Options may also come as one dict. Any other \
+option (effort, isolation, agent_type, ...) is an error.
+- `await parallel(items)` runs zero-argument functions (or awaitables) at once, waits for all \
+and returns their results in order; one that raises becomes None.
+- `await pipeline(items, *stages)` runs every item through the stages independently, with no \
+barrier between stages: each stage is called as `stage(prev, item, index)` (sync or async; \
+the first gets prev = item); a stage that raises makes that item None and skips its remaining \
+stages. Prefer it for multi-stage work.
+- `phase(title)` starts a progress phase; `log(message)` narrates progress.
+- `WorkflowError` is what misuse raises; branch on `e.code`, not identity.
+Misused hooks (bad arguments, unknown options, unsupported schemas, tripped caps) raise \
+WorkflowError and end the whole script, even inside parallel() or pipeline(). At most \
+{concurrent} children run at once and {options.max_total_agents} in all; parallel() and \
+pipeline() take at most {options.max_items_per_call} items. The script only coordinates: it has \
+no files, network, subprocesses or timers, and imports only pure modules (json, re, math, \
+itertools, collections, functools, statistics, textwrap, ...); the agents do the work. Its \
+first stretch before it first awaits may take {options.sync_timeout_ms} ms, the whole run \
+{wall}. It runs in the foreground: you get its value when it ends.
+
+Example:
+    files = args["files"]
+    phase("review")
+    reviews = await parallel([
+        lambda f=f: agent(f"Review {{f}} for bugs; list each one.", label=f, schema={{
+            "type": "object",
+            "properties": {{"bugs": {{"type": "array", "items": {{"type": "string"}}}}}},
+            "required": ["bugs"],
+        }})
+        for f in files
+    ])
+    phase("summary")
+    found = {{f: r["bugs"] for f, r in zip(files, reviews) if r}}
+    summary = await agent(f"Summarize these bug reports by severity: {{found}}")
+    return {{"bugs": found, "summary": summary}}
+"""
+
+
+def _parameters() -> JsonObject:
+    return {
+        "type": "object",
+        "properties": {
+            "meta": {
+                "type": "object",
+                "description": (
+                    "Identity data: name (short kebab-case), description (one line), optional "
+                    "whenToUse and phases. Plain JSON, never code."
+                ),
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "whenToUse": {"type": "string"},
+                    "phases": {"type": "array", "items": {"type": "object"}},
+                },
+                "required": ["name", "description"],
+            },
+            "script": {
+                "type": "string",
+                "description": "The Python script body (top-level await and return allowed).",
+            },
+            "args": {
+                "type": "object",
+                "description": "JSON object exposed to the script as `args`.",
+            },
+        },
+        "required": ["meta", "script"],
+    }
+
+
+def _request(args: JsonObject, parent: Agent) -> WorkflowRequest:
+    """The engine request of a call: the engine checks meta itself, listing every problem."""
+    script = args.get("script")
+    if not isinstance(script, str):
+        raise WorkflowError(
+            "invalid arguments: script must be a string (the Python script body)",
+            code=ErrorCode.INVALID_ARGS,
+        )
+    call_args = args.get("args")
+    if call_args is not None and not isinstance(call_args, dict):
+        raise WorkflowError(
+            "invalid arguments: args must be a JSON object; wrap a list in a field, e.g. "
+            '{"files": [...]}',
+            code=ErrorCode.INVALID_ARGS,
+        )
+    return WorkflowRequest(script=script, meta=args.get("meta"), args=call_args, parent=parent)
+
+
+def workflow_tool(engine: WorkflowEngine, config: WorkflowToolConfig | None = None) -> ToolSpec:
+    """The `workflow` tool bound to `engine`."""
+    config = config or WorkflowToolConfig()
+    runtime = engine.service.runtime
+
+    async def handler(args: JsonObject, ctx: ToolContext) -> str:
+        parent = runtime.get_agent(ctx.agent_id)
+        if parent is None:
+            raise WorkflowError(
+                f"{config.tool_name} tool requires a calling agent (no live agent {ctx.agent_id})",
+                code=ErrorCode.NO_CALLER,
+            )
+        run = engine.start(_request(args, parent))
+        try:
+            result = await run.result
+        except asyncio.CancelledError:
+            run.cancel("parent step aborted")
+            raise
+        finally:
+            await run.dispose()
+        return result_text(run.meta.name, result, max_chars=config.max_result_chars)
+
+    return ToolSpec(
+        name=config.tool_name,
+        description=_description(engine.options),
+        parameters=_parameters(),
+        handler=handler,
+        validate=False,  # meta is checked by the engine, which names every problem at once
+        parallel_safe=True,
+        checkpoint=False,  # its effects are its children's, each written to our own log
+    )
+
+
+def mount_workflow_tool(
+    runtime: Runtime,
+    options: WorkflowOptions | None = None,
+    *,
+    config: WorkflowToolConfig | None = None,
+    script_runtime: ScriptRuntime | None = None,
+    policy_for: Callable[[Agent], SandboxPolicy] | None = None,
+    clock: Clock | None = None,
+) -> WorkflowEngine:
+    """Create a runtime's workflow engine and register its `workflow` tool.
+
+    Call it inside the runtime (after `__aenter__` registered the providers) and close the
+    returned engine with the runtime (`await engine.aclose()`), which disposes live runs.
+    `options` defaults to DESIGN.md 4.3 (16 children at once, 200 in all) with the runtime's
+    delegation depth; `policy_for` resolves a parent's file policy (default: the last
+    `sandbox/mode` of its session, else `options.default_mode`); `clock` measures each run's
+    wall-clock limit (default: real time).
+    """
+    if options is None:
+        options = WorkflowOptions(max_depth=runtime.delegation.max_depth)
+    engine = WorkflowEngine(
+        runtime.subagents, options, runtime=script_runtime, policy_for=policy_for, clock=clock
+    )
+    runtime.tools.register(workflow_tool(engine, config))
+    return engine
