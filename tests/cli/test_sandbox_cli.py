@@ -46,3 +46,26 @@ def test_an_unknown_mode_exits_2_and_writes_nothing(cli: Cli, tmp_path: Path, ho
         "workspace-write, danger-full-access"
     )
     assert not (home / "state.db").exists()
+
+
+def test_the_store_is_hidden_even_inside_the_workspace(cli: Cli, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    store = work / "state.db"
+    spec = write_script(
+        tmp_path / "s.yaml",
+        "lead:\n"
+        "  - calls: [{tool: read_file, args: {path: state.db}}]\n"
+        "  - calls: [{tool: bash, args: {command: 'wc -c < state.db; ls'}}]\n"
+        "  - text: done\n",
+    )
+    done = cli("run", "go", "--model", spec, "--cwd", str(work), "--store", str(store))
+    assert (done.returncode, done.stdout) == (0, "done\n"), done.stderr
+    assert store.stat().st_size > 0
+    events = json.loads(cli("log", "lead", "--json", "--store", str(store)).stdout)
+    read, shell = [e["payload"]["message"] for e in events if e["kind"] == "tool/result"]
+    assert read["is_error"] is True
+    assert "the subagents store is hidden from agents" in read["content"]
+    # Inside the sandbox the database cannot be opened, though the directory is listed.
+    assert "state.db: Permission denied" in shell["content"], shell["content"]
+    assert "[sandbox: file access denied under workspace-write mode]" in shell["content"]

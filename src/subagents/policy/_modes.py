@@ -36,6 +36,9 @@ class SandboxPolicy:
     mode: SandboxMode
     workspace_root: str
     session_id: str | None = None
+    hidden: tuple[str, ...] = ()
+    """Paths no confined run may see beyond $HOME and $SUBAGENTS_HOME (the runtime's store
+    files): a confined process finds them empty, the file tools refuse them."""
 
 
 def parse_mode(text: str) -> SandboxMode:

@@ -209,7 +209,7 @@ async def spawn(
             cwd=cwd,
             limits=limits,
             env=env,
-            hidden=hidden,
+            hidden=(*hidden, *policy.hidden),
             readable=readable,
             confinement=verdict,
         )

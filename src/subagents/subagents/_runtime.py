@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,10 +13,10 @@ from typing import Literal, Self
 
 from .._clock import Clock
 from ..core import Agent, AgentConfig, AgentRuntime, Budget
-from ..errors import ErrorCode, NotFoundError, SubagentError
+from ..errors import ConfigError, ErrorCode, NotFoundError, SubagentError
 from ..ids import SessionId
 from ..models import Model
-from ..policy import SandboxMode, SandboxPolicy, parse_mode
+from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode
 from ..sessions import EventStore, SandboxModeSet, SubagentDescriptor
 from ..tools import ToolSpec
 from ..workspace import workspace_tools
@@ -107,6 +109,8 @@ class Runtime(AgentRuntime):
         self.sandbox: SandboxMode = parse_mode(sandbox)
         """The file policy of new roots (children take their parent's)."""
         self._sandbox_modes: dict[SessionId, SandboxMode] = {}
+        self._private_paths: tuple[str, ...] = ()
+        """The store's files: hidden from every confined run and file tool."""
         self._workspace_tools = workspace_tools
         self.delegation = delegation or DelegationOptions()
         self.subagents = SubagentService(self, instructions=self._child_instructions)
@@ -128,6 +132,7 @@ class Runtime(AgentRuntime):
 
     async def __aenter__(self) -> Self:
         await super().__aenter__()
+        self._private_paths = await asyncio.to_thread(_store_files, self.store)
         self._stack.push_async_callback(self.tasks.aclose)
         options = self.delegation
         if options.definitions is None:
@@ -335,11 +340,24 @@ class Runtime(AgentRuntime):
             mode=self._sandbox_modes.get(agent.id, self.sandbox),
             workspace_root=agent.session.header.cwd,
             session_id=agent.id,
+            hidden=self._private_paths,
         )
 
     def set_sandbox_mode(self, agent: Agent, mode: SandboxMode) -> None:
-        """Switch a live agent's file policy (recorded; its next confined call uses it)."""
-        agent.record(SandboxModeSet(mode=parse_mode(mode), source="user"))
+        """Switch a live agent's file policy (recorded; its next confined call uses it).
+
+        A child can only narrow: a mode wider than its parent's is refused (`USAGE`).
+        """
+        mode = parse_mode(mode)
+        parent_id = agent.session.header.parent
+        parent = self._sandbox_modes.get(parent_id) if parent_id is not None else None
+        if parent is not None and narrower(mode, parent) != mode:
+            raise ConfigError(
+                f"{agent.name} may not widen its sandbox mode to {mode}: its parent runs "
+                f"{parent}, and a child can only narrow",
+                code=ErrorCode.USAGE,
+            )
+        agent.record(SandboxModeSet(mode=mode, source="user"))
         self._sandbox_modes[agent.id] = mode
 
     async def before_close(self) -> None:
@@ -417,6 +435,15 @@ class Runtime(AgentRuntime):
                 max_depth = cap
         statement = delegation_statement(full_name=full_name, depth=depth, max_depth=max_depth)
         return f"{base}\n\n{statement}"
+
+
+def _store_files(store: EventStore) -> tuple[str, ...]:
+    """A SQLite store's database and its WAL and shared-memory files (those that exist)."""
+    path = getattr(store, "path", None)
+    if not isinstance(path, Path):
+        return ()
+    base = os.path.realpath(path)
+    return tuple(p for p in (base, f"{base}-wal", f"{base}-shm") if os.path.exists(p))
 
 
 def _run_budget(run: Budget | None, own: Budget | None) -> Budget | None:

@@ -83,7 +83,7 @@ class Access:
 
     @cached_property
     def _stores(self) -> list[str]:
-        return [s for s in store_roots() if s != "/"]
+        return [s for s in (*store_roots(), *map(_canonical, self.policy.hidden)) if s != "/"]
 
     @cached_property
     def _home(self) -> str | None:
