@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,8 @@ async def test_a_child_records_its_parents_mode_and_keeps_it(tmp_path: Path) -> 
         rt.set_sandbox_mode(lead, "danger-full-access")
         assert rt.sandbox_policy(kid.id).mode == "read-only"
         assert rt.sandbox_policy(lead.id).mode == "danger-full-access"
-        assert rt.sandbox_policy(kid.id).workspace_root == str(tmp_path.resolve())
+        root = await asyncio.to_thread(tmp_path.resolve)
+        assert rt.sandbox_policy(kid.id).workspace_root == str(root)
         gates.release("kid")
         await rt.wait_quiescent()
 

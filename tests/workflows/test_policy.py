@@ -21,7 +21,7 @@ from workflow_support import (
 from subagents.core import Agent
 from subagents.ids import SessionId
 from subagents.policy import Confinement, SandboxMode, confinement, resolve_policy
-from subagents.sessions import SandboxModeSet, SubagentCatalog
+from subagents.sessions import SandboxModeSet, SubagentCatalog, ToolResultEvent
 from subagents.workflows import (
     GuestProcessRuntime,
     RunOutcome,
@@ -222,3 +222,53 @@ def _sleepers(marker: str) -> list[int]:
             if cmdline[:2] == [b"/bin/sleep", marker.encode()] and state != "Z":
                 found.append(int(entry.name))
     return found
+
+
+WRITER = """
+"*":
+  - calls: [{tool: write_file, args: {path: made.txt, content: child}}]
+  - text: tried
+"""
+
+
+async def test_a_workflow_child_runs_under_its_parents_mode(tmp_path: Path) -> None:
+    """Children take the parent's policy (recorded in their own log) and their tools obey it."""
+    async with open_engine(WRITER, cwd=str(tmp_path), sandbox="read-only") as (rt, lead, eng, _):
+        result = await run_to_end(eng.start(request(lead, "return await agent('write')")))
+        [entry] = [r.event for r in lead.session.records if isinstance(r.event, SubagentCatalog)]
+        records = await rt.store.read(SessionId(entry.child_id), tenant=rt.tenant)
+    assert result.value == "tried"
+    modes = [(r.event.mode, r.event.source) for r in records if isinstance(r.event, SandboxModeSet)]
+    assert modes == [("read-only", "delegation")]
+    [(text, is_error)] = [
+        (r.event.message.content, r.event.message.is_error)
+        for r in records
+        if isinstance(r.event, ToolResultEvent)
+    ]
+    assert is_error
+    assert "read-only" in text
+    assert not (tmp_path / "made.txt").exists()
+
+
+async def test_a_mode_switch_is_one_event_and_applies_from_the_next_run() -> None:
+    # 73: the switch is recorded once; a run resolves its policy once, when it starts
+    gates = Gates()
+    children = "agent-1: [{calls: [{tool: hold, args: {label: h}}]}, {text: held}]"
+    async with open_engine(children, tools=[gates.tool()], sandbox="read-only") as (
+        rt,
+        lead,
+        engine,
+        _,
+    ):
+        recorder = Recorder(engine)
+        live = engine.start(request(lead, "return await agent('hold')"))
+        await gates.started("h").wait()
+        before = len(lead.session.records)
+        rt.set_sandbox_mode(lead, "danger-full-access")
+        switched = [r.event for r in list(lead.session.records)[before:]]
+        assert switched == [SandboxModeSet(mode="danger-full-access", source="user")]
+        gates.release("h")
+        assert (await run_to_end(live)).value == "held"
+        await run_to_end(engine.start(request(lead)))
+    modes = [(e.mode, e.backend is None) for e in recorder.of(WorkflowProcessStarted)]
+    assert modes == [("read-only", False), ("danger-full-access", True)]

@@ -7,10 +7,11 @@ A scripted lead calls the tool; its children answer from the scripted model.
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from workflow_support import Gates, Recorder, guest_processes, pid_alive, tool_replies
@@ -27,10 +28,11 @@ from subagents.workflows import (
     WorkflowEnded,
     WorkflowEngine,
     WorkflowOptions,
+    WorkflowResult,
     WorkflowToolConfig,
     mount_workflow_tool,
 )
-from subagents.workflows._tool import render_success
+from subagents.workflows._tool import render_success, result_text
 
 META = {"name": "audit", "description": "Audit the files"}
 
@@ -299,3 +301,97 @@ async def test_the_description_is_the_authoring_contract() -> None:
     ):
         assert phrase in spec.description, phrase
     assert spec.parameters["required"] == ["meta", "script"]
+
+
+@pytest.mark.parametrize(
+    ("result", "text", "code"),
+    [
+        (
+            WorkflowResult(
+                value=None,
+                stop_reason="cancelled",
+                agents_started=1,
+                error="workflow run cancelled: workflow disposed",
+            ),
+            "workflow run was cancelled (workflow run cancelled: workflow disposed)",
+            ErrorCode.CANCELLED,
+        ),
+        (
+            WorkflowResult(value=None, stop_reason="cancelled", agents_started=0),
+            "workflow run was cancelled",
+            ErrorCode.CANCELLED,
+        ),
+        (
+            WorkflowResult(value=None, stop_reason="error", agents_started=0, error="boom"),
+            "workflow run failed: boom",
+            ErrorCode.WORKFLOW_FAILED,
+        ),
+        (
+            WorkflowResult(value=None, stop_reason="error", agents_started=0),
+            "workflow run failed: unknown error",
+            ErrorCode.WORKFLOW_FAILED,
+        ),
+        (
+            WorkflowResult(value=None, stop_reason=cast("Any", "exploded"), agents_started=0),
+            "workflow run ended abnormally (exploded)",
+            ErrorCode.WORKFLOW_FAILED,
+        ),
+    ],
+)
+def test_a_run_that_did_not_complete_gets_the_spec_texts(
+    result: WorkflowResult, text: str, code: ErrorCode
+) -> None:
+    # spec 1.3: the tool raises; the registry makes it an `Error: ...` result
+    with pytest.raises(WorkflowError) as caught:
+        result_text("audit", result, max_chars=100)
+    assert (caught.value.message, caught.value.code) == (text, code)
+    assert result_text(
+        "audit",
+        WorkflowResult(value=[1], stop_reason="completed", agents_started=1),
+        max_chars=100,
+    ) == ('workflow "audit" completed (1 agent).\nReturn value:\n[\n  1\n]')
+
+
+async def test_the_example_in_the_description_runs_as_written() -> None:
+    """The contract's example is a working script (DESIGN.md 4.5), not just prose."""
+    async with open_tool(lead_script({})) as (runtime, _, _):
+        spec = runtime.tools.get("workflow")
+    assert spec is not None
+    example = textwrap.dedent(spec.description.split("Example:\n", 1)[1])
+    bugs = {"calls": [{"tool": "structured_output", "args": {"bugs": ["off by one"]}}]}
+    script = json.dumps(
+        {
+            "lead": [
+                {
+                    "calls": [
+                        {
+                            "tool": "workflow",
+                            "args": {
+                                "meta": META,
+                                "script": example,
+                                "args": {"files": ["a.py", "b.py"]},
+                            },
+                        }
+                    ]
+                },
+                {"text": "finished"},
+            ],
+            "agent-1": [bugs, {"text": "unused"}],
+            "agent-2": [bugs, {"text": "unused"}],
+            "agent-3": [{"text": "one bug per file"}],
+        }
+    )
+    async with open_tool(script) as (runtime, lead, _):
+        await runtime.run("go", agent=lead)
+        [reply] = tool_replies(lead)
+    assert reply == (
+        'workflow "audit" completed (3 agents).\nReturn value:\n'
+        + json.dumps(
+            {
+                "bugs": {"a.py": ["off by one"], "b.py": ["off by one"]},
+                "summary": "one bug per file",
+            },
+            indent=2,
+        ),
+        False,
+    )

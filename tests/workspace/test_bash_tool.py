@@ -15,8 +15,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from sandbox_support import live_with_token, skip_where_processes_are_unbounded
 from workspace_support import Box
 
+from subagents._tasks import TaskOwner
 from subagents.errors import ErrorCode
 from subagents.messages import JsonObject
 
@@ -225,6 +227,7 @@ async def test_cannot_open_a_network_connection(
 
 
 async def test_a_fork_bomb_is_contained(box: Box, backend: str) -> None:
+    skip_where_processes_are_unbounded(backend, box.mode)
     mark = token()
     name = f"bomb{mark}"
     command = f"{name}() {{ {name} | {name} & }}; {name}; sleep {mark}"
@@ -237,6 +240,7 @@ async def test_a_fork_bomb_is_contained(box: Box, backend: str) -> None:
 
 
 async def test_background_processes_do_not_survive_the_call(box: Box, backend: str) -> None:
+    skip_where_processes_are_unbounded(backend, box.mode, reaping=True)
     marks = [token(), token(), token()]
     command = (
         f"sleep {marks[0]} & disown; "
@@ -261,3 +265,30 @@ def test_survivors_finds_a_live_process() -> None:
         process.kill()
         process.wait()
     assert survivors(mark) == []
+
+
+async def test_a_cancelled_call_leaves_no_process(box: Box, backend: str) -> None:
+    """Cancelling the call (its agent stopped) kills the command and whatever it detached."""
+    skip_where_processes_are_unbounded(backend, box.mode, reaping=True)
+    marks = [token(), token()]
+    fifo = box.ws / "ready"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # read-write: never sees a hang-up
+    loop = asyncio.get_running_loop()
+    ready = asyncio.Event()
+    loop.add_reader(reader, ready.set)
+    command = f"(setsid sleep {marks[0]} &); echo ready > ready; sleep {marks[1]}"
+    owner = TaskOwner("test")
+    try:
+        call = owner.spawn(box.call("bash", {"command": command, "timeout_ms": 60_000}))
+        await ready.wait()
+        assert len(live_with_token(marks[0])) == 1  # the detached sleep runs, seen from the host
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert survivors(marks[0]) == []
+        assert survivors(marks[1]) == []
+    finally:
+        loop.remove_reader(reader)
+        os.close(reader)
+        await owner.aclose()

@@ -95,9 +95,9 @@ returns its final text; with `schema` (a JSON Schema with "type": "object", usin
 properties, required, additionalProperties, items, enum, const, oneOf: no pattern, format or \
 numeric bounds) it returns the validated dict. It returns None when the child does not \
 complete, so filter falsy results. `label` is its display text, `phase` its progress group, \
-`model` a model spec ("openai:gpt-4o"), `provider` a model provider (with `model`: \
-"provider:model"), `name` the child's name. Options may also come as one dict. Any other \
-option (effort, isolation, agent_type, ...) is an error.
+`model` a model spec ("openai:gpt-4o"), `provider` a model provider (alone: your model \
+name under that provider; with `model`: "provider:model"), `name` the child's name. Options \
+may also come as one dict. Any other option (effort, isolation, agent_type, ...) is an error.
 - `await parallel(items)` runs zero-argument functions (or awaitables) at once, waits for all \
 and returns their results in order; one that raises becomes None.
 - `await pipeline(items, *stages)` runs every item through the stages independently, with no \
