@@ -293,9 +293,9 @@ def check_rows(built: BuiltTree, rows: list[dict[str, Any]]) -> list[str]:
     want = {f"agent-{i}" for i in range(1, built.shape[0] + 1)}
     if {r["name"] for r in children if r["parent"] == "lead"} != want:
         problems.append("the root's children are not agent-1 ... agent-N")
-    bad = [r for r in children if (r["mode"], r["status"]) != ("continuable", "completed")]
+    bad = [r for r in children if (r["mode"], r["status"]) != ("continuable", "ready")]
     if bad:
-        problems.append(f"{len(bad)} members are not continuable and completed, e.g. {bad[0]}")
+        problems.append(f"{len(bad)} members are not continuable and ready, e.g. {bad[0]}")
     if built.leaf not in {r["name"] for r in rows}:
         problems.append(f"{built.leaf!r} is not listed")
     return problems
@@ -308,9 +308,9 @@ def check_tree_text(built: BuiltTree, text: str) -> list[str]:
         problems.append(f"the tree printed {len(lines)} lines, expected {built.members + 1}")
     if not lines[0].startswith("lead  ["):
         problems.append(f"the first line is not the root: {lines[0][:80]!r}")
-    members = sum("[completed]  continuable" in line for line in lines)
+    members = sum("[ready]  continuable" in line for line in lines)
     if members != built.members - 1:
-        problems.append(f"{members} lines show a completed continuable member")
+        problems.append(f"{members} lines show a ready continuable member")
     indent = "  " * len(built.shape)
     if not any(line.startswith(f"{indent}{built.leaf}  [") for line in lines):
         problems.append(f"{built.leaf!r} is not listed")
