@@ -7,6 +7,7 @@ msgspec's schema generator) and the descriptions from its Google-style docstring
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import typing
 from collections.abc import Awaitable, Callable
@@ -93,13 +94,28 @@ class ToolSpec:
             raise UsageError(
                 f"tool {self.name!r}: parameters must be a JSON Schema with type 'object'"
             )
-        try:
-            Draft202012Validator.check_schema(self.parameters)
-        except SchemaError as exc:
-            raise UsageError(
-                f"tool {self.name!r}: invalid parameters schema: {exc.message}"
-            ) from exc
+        _check_schema(self.name, self.parameters)
         object.__setattr__(self, "validator", Draft202012Validator(self.parameters))
+
+
+_CHECKED_SCHEMAS: set[str] = set()
+"""Schemas already found valid, as canonical JSON: each runtime builds its tool specs afresh,
+and checking a schema against the metaschema costs milliseconds."""
+
+
+def _check_schema(name: str, schema: JsonObject) -> None:
+    try:
+        key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        key = None  # not JSON: let the metaschema check say what is wrong
+    if key is not None and key in _CHECKED_SCHEMAS:
+        return
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise UsageError(f"tool {name!r}: invalid parameters schema: {exc.message}") from exc
+    if key is not None:
+        _CHECKED_SCHEMAS.add(key)
 
 
 @overload
