@@ -23,6 +23,8 @@ class ToolRegistry:
         self._tools: dict[str, ToolSpec] = {}
         self._guards: list[Guard] = []
         self.generation = 0
+        self._schemas: tuple[ToolSchema, ...] | None = None
+        self._schemas_generation = -1
         """Bumped on every change, so agent scopes know their cached schemas are stale."""
         for spec in tools:
             self.register(spec)
@@ -47,6 +49,16 @@ class ToolRegistry:
 
     def names(self) -> Iterator[str]:
         return iter(self._tools)
+
+    def schemas(self) -> tuple[ToolSchema, ...]:
+        """Schemas of every tool, sorted by name; shared by the scopes that add nothing."""
+        if self._schemas is None or self._schemas_generation != self.generation:
+            self._schemas_generation = self.generation
+            self._schemas = tuple(
+                ToolSchema(s.name, s.description, s.parameters)
+                for s in sorted(self._tools.values(), key=lambda s: s.name)
+            )
+        return self._schemas
 
     @property
     def guards(self) -> tuple[Guard, ...]:
@@ -107,6 +119,8 @@ class ToolScope:
 
     def schemas(self) -> tuple[ToolSchema, ...]:
         """Schemas of the visible tools, sorted by name (recomputed only after a change)."""
+        if not self._own and self._allow is None and not self._deny:
+            return self._base.schemas()  # nothing of its own: the registry's cached tuple
         if self._schemas is None or self._schemas_generation != self._base.generation:
             self._schemas_generation = self._base.generation
             self._schemas = tuple(
