@@ -32,18 +32,22 @@ def test_demo_runs_a_scripted_tree(cli: Cli, home: Path) -> None:
         ("reviewer", "lead", "continuable", "ready", 1),
         ("reviewer/checker", "reviewer", "one-shot", "completed", 2),
         ("researcher", "lead", "one-shot", "completed", 1),
+        ("measure-orphan", "lead", "one-shot", "completed", 1),
+        ("measure-message", "lead", "one-shot", "completed", 1),
     ]
-    assert [r["usage"]["model_calls"] for r in tree] == [3, 2, 1, 2]
-    assert tree[0]["total_usage"]["model_calls"] == 8
+    assert [r["usage"]["model_calls"] for r in tree] == [4, 2, 1, 2, 1, 1]
+    assert tree[0]["total_usage"]["model_calls"] == 11
     assert tree[3]["label"] == "Measure the motto"
+    # The workflow's children, started from its sandboxed script, are labelled by the run.
+    assert [r["label"] for r in tree[4:]] == ["word-lengths child 1", "word-lengths child 2"]
 
     events = json.loads(cli("log", "lead", "--json").stdout)
     kinds = [e["kind"] for e in events]
     assert [e["seq"] for e in events] == list(range(len(events)))
     assert kinds[:3] == ["sandbox/mode", "agent/inbox/spliced", "turn/start"]
     assert events[0]["payload"]["mode"] == "workspace-write"
-    assert kinds.count("tool/call") == kinds.count("tool/result") == 3
-    assert kinds.count("subagent/catalog") == 2
+    assert kinds.count("tool/call") == kinds.count("tool/result") == 4
+    assert kinds.count("subagent/catalog") == 4
     assert kinds[-1] == "turn/end"
     assert events[-1]["payload"]["reason"] == "completed"
 
