@@ -16,35 +16,40 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._tasks import TaskOwner
-from ..core import Agent, AgentConfig, AgentRuntime, replay_inbox
+from ..core import Agent, AgentConfig, AgentRuntime
 from ..errors import ErrorCode, NotFoundError, SubagentError
 from ..ids import SessionId
 from ..messages import JsonObject, MessageSource, UserMessage, user_message
 from ..sessions import (
-    EventRecord,
     SessionHeader,
     SubagentCatalog,
     SubagentDescriptor,
     SubagentSettled,
-    TurnEnd,
 )
 from ..sessions._repair import interrupted_turn_closers
 from ._catalog import full_name_of
-from ._providers import ContinuableProvider, InProcessProvider, ToolFilter
-from ._results import SubagentResult, result_from_log, settlement_line
-from ._scope import AgentProfile
+from ._continuable_log import (
+    descriptor_for,
+    descriptor_mode,
+    has_pending,
+    last_settled,
+    notice_text,
+    restored_profile,
+    unsettled,
+)
+from ._providers import ContinuableProvider, InProcessProvider
+from ._results import SubagentResult, result_from_log
 from ._service import (
     Admission,
     SubagentEnded,
     SubagentService,
     SubagentStarted,
-    output_schema,
 )
-from ._structured import StructuredCapture, render_result
+from ._structured import StructuredCapture
 
 __all__ = ["Activation", "ContinuableManager", "notice_text"]
 
@@ -79,88 +84,6 @@ class Activation:
     def admits_input(self) -> bool:
         """False once it is being released or its structured answer is decided."""
         return not self.closing and (self.structured is None or not self.structured.sealed)
-
-
-def _descriptor_for(admission: Admission) -> SubagentDescriptor:
-    """A continuable child's descriptor, with the scope a resume must restore."""
-    profile = admission.profile
-    tool_filter = profile.tool_filter if profile is not None else None
-    definition = profile.definition if profile is not None else None
-    budget = profile.budget if profile is not None else None
-    return SubagentDescriptor(
-        mode="continuable",
-        provider=admission.provider.name,
-        label=admission.label,
-        definition=definition.name if definition is not None else None,
-        instructions=definition.body if definition is not None else None,
-        tools_allow=(
-            tuple(sorted(tool_filter.allow))
-            if tool_filter is not None and tool_filter.allow is not None
-            else None
-        ),
-        tools_deny=tuple(sorted(tool_filter.deny)) if tool_filter is not None else (),
-        depth_cap=profile.depth_cap if profile is not None else None,
-        output_schema=output_schema(admission),
-        agent_model=admission.model_spec,
-        budget_tokens=budget.tokens if budget is not None else None,
-        budget_model_calls=budget.model_calls if budget is not None else None,
-        budget_children=budget.children if budget is not None else None,
-    )
-
-
-def _restored_profile(descriptor: SubagentDescriptor) -> AgentProfile | None:
-    """The scope a child's descriptor recorded (None when nothing narrowed it)."""
-    if (
-        descriptor.tools_allow is None
-        and not descriptor.tools_deny
-        and descriptor.depth_cap is None
-        and descriptor.instructions is None
-    ):
-        return None
-    allow = frozenset(descriptor.tools_allow) if descriptor.tools_allow is not None else None
-    return AgentProfile(
-        tool_filter=ToolFilter(allow=allow, deny=frozenset(descriptor.tools_deny)),
-        depth_cap=descriptor.depth_cap,
-        instructions=descriptor.instructions,
-    )
-
-
-def _descriptor(records: Sequence[EventRecord]) -> str | None:
-    """The mode of the first own descriptor of a child's log, or None."""
-    for record in records:
-        if isinstance(record.event, SubagentDescriptor):
-            return record.event.mode
-    return None
-
-
-def _last_settled(records: Sequence[EventRecord]) -> int:
-    """The index after the last `subagent/settled` marker (0 when there is none)."""
-    for index in range(len(records) - 1, -1, -1):
-        if isinstance(records[index].event, SubagentSettled):
-            return index + 1
-    return 0
-
-
-def _unsettled(records: Sequence[EventRecord]) -> bool:
-    """Whether turns ran after the last settlement the parent was told about."""
-    return any(isinstance(r.event, TurnEnd) for r in records[_last_settled(records) :])
-
-
-def _pending(records: Sequence[EventRecord]) -> bool:
-    """Whether a log holds accepted input no turn has claimed."""
-    return bool(replay_inbox(records))
-
-
-def notice_text(full_name: str, result: SubagentResult) -> str:
-    """The settlement notice a parent receives when a background child settles."""
-    opening = settlement_line(full_name, result.stop_reason)
-    if result.diagnostic:
-        opening += f"\nDiagnostic: {result.diagnostic}"
-    if result.structured is not None:
-        return f"{opening}\nIts structured result:\n{render_result(result)}"
-    if result.output:
-        return f"{opening}\nIts closing message:\n{result.output}"
-    return f"{opening}\nIt left no closing message."
 
 
 class ContinuableManager:
@@ -211,7 +134,7 @@ class ContinuableManager:
         try:
             model = await self.service.open_model(admission)
             seed = provider.continuable_seed(parent)
-            descriptor = _descriptor_for(admission)
+            descriptor = descriptor_for(admission)
             child = await self.runtime.create_child(
                 parent,
                 config=AgentConfig(
@@ -464,7 +387,7 @@ class ContinuableManager:
         if header.parent is None:
             return False
         records = await self.runtime.read_log(session_id)
-        return _descriptor(records[header.seed_length :]) == "continuable"
+        return descriptor_mode(records[header.seed_length :]) == "continuable"
 
     async def _header(self, target: SessionId) -> SessionHeader:
         try:
@@ -507,13 +430,13 @@ class ContinuableManager:
                 code=ErrorCode.NOT_RESUMABLE,
             )
         full_name = await full_name_of(self.runtime.read_log, self.runtime.read_header, header)
-        restored = _restored_profile(descriptor)
+        restored = restored_profile(descriptor)
         if restored is not None:  # the scope it started with, from its own log
             self.service.profiles[header.id] = restored
         # The epoch starts after the last settlement its parent heard of (before any repair),
         # so a turn a crash cut off counts as stopped and an unannounced ending is announced.
-        unannounced = max(header.seed_length, _last_settled(records))
-        epoch_start = unannounced if _unsettled(own) else len(records)
+        unannounced = max(header.seed_length, last_settled(records))
+        epoch_start = unannounced if unsettled(own) else len(records)
         agent = await self.runtime.resume_agent(
             header.id,
             config=AgentConfig(
@@ -553,7 +476,7 @@ class ContinuableManager:
             )
             if descriptor is None or descriptor.mode != "continuable":
                 continue
-            if not (interrupted_turn_closers(records) or _pending(own) or _unsettled(own)):
+            if not (interrupted_turn_closers(records) or has_pending(own) or unsettled(own)):
                 continue
             # A resumed epoch that had recorded its answer settles with it (no new epoch).
             resumed.append(await self._resident_or_resume(header, for_input=False))

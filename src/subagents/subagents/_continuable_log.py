@@ -1,0 +1,109 @@
+"""What a continuable child's own log says: how it was started, whether it settled, what waits.
+
+The descriptor records the scope, schema, model and budget a resume must restore (never the
+current definition files); `subagent/settled` markers tell which endings its parent heard of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..core import replay_inbox
+from ..sessions import EventRecord, SubagentDescriptor, SubagentSettled, TurnEnd
+from ._providers import ToolFilter
+from ._results import SubagentResult, settlement_line
+from ._scope import AgentProfile
+from ._service import Admission, output_schema
+from ._structured import render_result
+
+__all__ = [
+    "descriptor_for",
+    "descriptor_mode",
+    "has_pending",
+    "last_settled",
+    "notice_text",
+    "restored_profile",
+    "unsettled",
+]
+
+
+def descriptor_for(admission: Admission) -> SubagentDescriptor:
+    """A continuable child's descriptor, with the scope a resume must restore."""
+    profile = admission.profile
+    tool_filter = profile.tool_filter if profile is not None else None
+    definition = profile.definition if profile is not None else None
+    budget = profile.budget if profile is not None else None
+    return SubagentDescriptor(
+        mode="continuable",
+        provider=admission.provider.name,
+        label=admission.label,
+        definition=definition.name if definition is not None else None,
+        instructions=definition.body if definition is not None else None,
+        tools_allow=(
+            tuple(sorted(tool_filter.allow))
+            if tool_filter is not None and tool_filter.allow is not None
+            else None
+        ),
+        tools_deny=tuple(sorted(tool_filter.deny)) if tool_filter is not None else (),
+        depth_cap=profile.depth_cap if profile is not None else None,
+        output_schema=output_schema(admission),
+        agent_model=admission.model_spec,
+        budget_tokens=budget.tokens if budget is not None else None,
+        budget_model_calls=budget.model_calls if budget is not None else None,
+        budget_children=budget.children if budget is not None else None,
+    )
+
+
+def restored_profile(descriptor: SubagentDescriptor) -> AgentProfile | None:
+    """The scope a child's descriptor recorded (None when nothing narrowed it)."""
+    if (
+        descriptor.tools_allow is None
+        and not descriptor.tools_deny
+        and descriptor.depth_cap is None
+        and descriptor.instructions is None
+    ):
+        return None
+    allow = frozenset(descriptor.tools_allow) if descriptor.tools_allow is not None else None
+    return AgentProfile(
+        tool_filter=ToolFilter(allow=allow, deny=frozenset(descriptor.tools_deny)),
+        depth_cap=descriptor.depth_cap,
+        instructions=descriptor.instructions,
+    )
+
+
+def descriptor_mode(records: Sequence[EventRecord]) -> str | None:
+    """The mode of the first own descriptor of a child's log, or None."""
+    for record in records:
+        if isinstance(record.event, SubagentDescriptor):
+            return record.event.mode
+    return None
+
+
+def last_settled(records: Sequence[EventRecord]) -> int:
+    """The index after the last `subagent/settled` marker (0 when there is none)."""
+    for index in range(len(records) - 1, -1, -1):
+        if isinstance(records[index].event, SubagentSettled):
+            return index + 1
+    return 0
+
+
+def unsettled(records: Sequence[EventRecord]) -> bool:
+    """Whether turns ran after the last settlement the parent was told about."""
+    return any(isinstance(r.event, TurnEnd) for r in records[last_settled(records) :])
+
+
+def has_pending(records: Sequence[EventRecord]) -> bool:
+    """Whether a log holds accepted input no turn has claimed."""
+    return bool(replay_inbox(records))
+
+
+def notice_text(full_name: str, result: SubagentResult) -> str:
+    """The settlement notice a parent receives when a background child settles."""
+    opening = settlement_line(full_name, result.stop_reason)
+    if result.diagnostic:
+        opening += f"\nDiagnostic: {result.diagnostic}"
+    if result.structured is not None:
+        return f"{opening}\nIts structured result:\n{render_result(result)}"
+    if result.output:
+        return f"{opening}\nIts closing message:\n{result.output}"
+    return f"{opening}\nIt left no closing message."
