@@ -47,6 +47,10 @@ from subagents.sessions._events import (
     TeamTaskUpdated,
     ToolCallEvent,
     ToolResultEvent,
+    ToolWorkflowAgentEnd,
+    ToolWorkflowAgentStart,
+    ToolWorkflowRunEnd,
+    ToolWorkflowRunStart,
     TurnEnd,
     TurnStart,
     UserMessageEvent,
@@ -153,6 +157,20 @@ def one_of_each_kind() -> list[SessionEvent]:
         ),
         TeamTaskClaimed(task_id="T1", owner="9b1f6c0e-2a7d-4c8e-9f3a-5d6b7c8e9f01"),
         TeamTaskUpdated(task_id="T1", status="completed", note="done", by="someone"),
+        ToolWorkflowRunStart(run_id="run-7", name="audit"),
+        ToolWorkflowAgentStart(
+            run_id="run-7",
+            seq=1,
+            label="audit child 1",
+            phase="review",
+            child_id="9b1f6c0e-2a7d-4c8e-9f3a-5d6b7c8e9f02",
+        ),
+        ToolWorkflowAgentStart(
+            run_id="run-7", seq=2, label="b.py", child_id="9b1f6c0e-2a7d-4c8e-9f3a-5d6b7c8e9f03"
+        ),
+        ToolWorkflowAgentEnd(run_id="run-7", seq=1, outcome="completed"),
+        ToolWorkflowAgentEnd(run_id="run-7", seq=2, outcome="cancelled"),
+        ToolWorkflowRunEnd(run_id="run-7", stop_reason="cancelled"),
     ]
 
 

@@ -38,6 +38,10 @@ __all__ = [
     "TeamTaskUpdated",
     "ToolCallEvent",
     "ToolResultEvent",
+    "ToolWorkflowAgentEnd",
+    "ToolWorkflowAgentStart",
+    "ToolWorkflowRunEnd",
+    "ToolWorkflowRunStart",
     "TurnEnd",
     "TurnStart",
     "UserMessageEvent",
@@ -247,6 +251,43 @@ class TeamTaskUpdated(_Event, frozen=True, kw_only=True, tag="team/task-updated"
     by: str
 
 
+class ToolWorkflowRunStart(_Event, frozen=True, kw_only=True, tag="tool-workflow/run-start"):
+    """In the caller's log: the `workflow` tool started run `run_id` (log-only).
+
+    The four `tool-workflow/*` records of a run (spec workflow-sandbox 1.6) are a continuous
+    prefix of run-start, paired member starts and ends, run-end; nothing reads them back.
+    """
+
+    run_id: str
+    name: str
+    """The run's `meta.name`."""
+
+
+class ToolWorkflowAgentStart(_Event, frozen=True, kw_only=True, tag="tool-workflow/agent-start"):
+    """A member of run `run_id` started: the script's `agent()` call `seq` got child `child_id`."""
+
+    run_id: str
+    seq: int
+    label: str
+    child_id: str
+    phase: str | None = None
+
+
+class ToolWorkflowAgentEnd(_Event, frozen=True, kw_only=True, tag="tool-workflow/agent-end"):
+    """Member `seq` of run `run_id` ended (`cancelled` also when the run settled around it)."""
+
+    run_id: str
+    seq: int
+    outcome: Literal["completed", "failed", "cancelled"]
+
+
+class ToolWorkflowRunEnd(_Event, frozen=True, kw_only=True, tag="tool-workflow/run-end"):
+    """Run `run_id` settled and was disposed (every member released)."""
+
+    run_id: str
+    stop_reason: Literal["completed", "cancelled", "error"]
+
+
 SessionEvent: TypeAlias = (
     TurnStart
     | TurnEnd
@@ -267,6 +308,10 @@ SessionEvent: TypeAlias = (
     | TeamTaskCreated
     | TeamTaskClaimed
     | TeamTaskUpdated
+    | ToolWorkflowRunStart
+    | ToolWorkflowAgentStart
+    | ToolWorkflowAgentEnd
+    | ToolWorkflowRunEnd
 )
 
 EVENT_KINDS: dict[str, type[SessionEvent]] = {
@@ -291,6 +336,10 @@ EVENT_KINDS: dict[str, type[SessionEvent]] = {
         TeamTaskCreated,
         TeamTaskClaimed,
         TeamTaskUpdated,
+        ToolWorkflowRunStart,
+        ToolWorkflowAgentStart,
+        ToolWorkflowAgentEnd,
+        ToolWorkflowRunEnd,
     )
 }
 

@@ -32,6 +32,7 @@ from ._process import (
     RunSpec as RunSpec,
     ScriptRuntime as ScriptRuntime,
 )
+from ._records import validate_workflow_records as validate_workflow_records
 from ._runtime import Runtime as Runtime
 from ._tool import (
     WorkflowToolConfig as WorkflowToolConfig,
@@ -66,5 +67,6 @@ __all__ = [
     "WorkflowStarted",
     "WorkflowToolConfig",
     "mount_workflow_tool",
+    "validate_workflow_records",
     "workflow_tool",
 ]

@@ -3,7 +3,8 @@
 The description is the whole authoring contract (the model never sees engine docs). A run is
 started in the foreground and always disposed before the tool returns; only its return value
 reaches the model, as `workflow "<name>" completed (<n> agents).` and pretty JSON (truncated
-at `max_result_chars`). A run that did not complete is an error with the spec's texts.
+at `max_result_chars`). A run that did not complete is an error with the spec's texts. The
+run's `tool-workflow/*` records (spec 1.6, `_records.py`) go to the calling agent's log.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..messages import JsonObject, JsonValue
 from ..tools import ToolContext, ToolSpec
 from ._engine import WorkflowEngine, WorkflowOptions, WorkflowRequest
 from ._events import WorkflowResult
+from ._records import RunRecorder
 
 if TYPE_CHECKING:
     from .._clock import Clock
@@ -195,13 +197,25 @@ def workflow_tool(engine: WorkflowEngine, config: WorkflowToolConfig | None = No
                 code=ErrorCode.NO_CALLER,
             )
         run = engine.start(_request(args, parent))
+        recorder = RunRecorder(parent, run_id=run.id, name=run.meta.name)
+        recorder.start()
+        unsubscribe = engine.subscribe(recorder.on_event)  # before the run's first tick
+
+        def quiescent(_: object) -> None:
+            unsubscribe()
+            recorder.finish()
+
         try:
             result = await run.result
         except asyncio.CancelledError:
             run.cancel("parent step aborted")
             raise
         finally:
+            # run-end waits for quiescence even if this call is cancelled again meanwhile:
+            # the watched future is not the awaited one, so a cancel cannot resolve it early.
+            run.dispose().add_done_callback(quiescent)
             await run.dispose()
+            quiescent(None)
         return result_text(run.meta.name, result, max_chars=config.max_result_chars)
 
     return ToolSpec(
