@@ -52,3 +52,18 @@ def test_a_bad_budget_is_a_usage_error_and_writes_nothing(
     assert done.returncode == 2
     assert flag in done.stderr
     assert not (home / "state.db").exists()
+
+
+def test_tree_shows_each_members_recorded_budget(cli: Cli, tmp_path: Path) -> None:
+    spec = write_script(
+        tmp_path / "s.yaml", "lead:\n" + DELEGATE + "  - text: done\n'*':\n  - text: child\n"
+    )
+    done = cli("run", "go", "--model", spec, "--budget-model-calls", "9", "--json")
+    assert done.returncode == 0, done.stderr
+    session = json.loads(done.stdout)["session_id"]
+    rows = json.loads(cli("tree", session, "--json").stdout)
+    # The lead recorded the run's budget; its child the 8 calls the lead had left at its start.
+    assert [r.get("budget") for r in rows] == [{"model_calls": 9}, {"model_calls": 8}]
+    text = cli("tree", session).stdout.splitlines()
+    assert "2 model calls  budget model calls 9  (" in text[0]
+    assert "1 model calls  budget model calls 8  (" in text[1]

@@ -51,10 +51,16 @@ def render_tree(rows: Sequence[dict[str, Any]]) -> str:
     for row in rows:
         usage = row["usage"]
         indent = "  " * int(row["depth"])
+        budget: dict[str, int] = row.get("budget") or {}
+        limits = (
+            "  budget " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in budget.items())
+            if budget
+            else ""
+        )
         lines.append(
             f"{indent}{row['name']}  [{row['status']}]  {row['mode']}  "
             f"tokens in/out {usage['input_tokens']}/{usage['output_tokens']}, "
-            f"{usage['model_calls']} model calls  ({row['session_id']})"
+            f"{usage['model_calls']} model calls{limits}  ({row['session_id']})"
         )
     if rows:
         total = rows[0].get("total_usage")

@@ -9,6 +9,7 @@ from ..errors import NotFoundError
 from ..ids import SessionId
 from ..sessions import EventRecord, EventStore, SessionHeader, SubagentCatalog
 from ..sessions._projections import StatusProjection, UsageProjection, fold
+from ._budgets import recorded_budget
 from ._catalog import catalog_entries, member_name, resolve_name, store_readers
 from ._naming import ROOT_NAME
 
@@ -68,7 +69,20 @@ async def load_tree(
 
 
 def tree_json(members: list[TreeMember]) -> list[dict[str, object]]:
+    """The rows of `subagents tree --json`; a member with a recorded budget shows its limits."""
     rows = [m.row.to_json() for m in members]
+    for row, member in zip(rows, members, strict=True):
+        budget = recorded_budget(member.records[member.row.header.seed_length :])
+        if budget is not None:
+            row["budget"] = {
+                key: value
+                for key, value in (
+                    ("tokens", budget.tokens),
+                    ("model_calls", budget.model_calls),
+                    ("children", budget.children),
+                )
+                if value is not None
+            }
     if rows:
         rows[0]["total_usage"] = usage_json(total_usage([m.row for m in members]))
     return rows
