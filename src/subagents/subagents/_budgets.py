@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from ..core import Agent, AgentRuntime, Budget, Ledger
 from ..errors import ErrorCode, StoreError, SubagentError
 from ..ids import SessionId
@@ -17,7 +19,27 @@ from ..sessions import EventRecord, SubagentDescriptor
 from ..sessions._projections import UsageProjection, fold
 from ._catalog import catalog_entries
 
-__all__ = ["BudgetBook", "recorded_budget"]
+__all__ = ["BudgetBook", "combined", "recorded_budget", "with_budget"]
+
+
+def combined(first: Budget | None, second: Budget | None) -> Budget | None:
+    """Both budgets at once (the smaller limit of each count); None when nothing is limited."""
+    if first is None:
+        return second
+    budget = first.narrowed(second)
+    return None if budget.unlimited else budget
+
+
+def with_budget(descriptor: SubagentDescriptor, budget: Budget | None) -> SubagentDescriptor:
+    """`descriptor` recording `budget` (what `recorded_budget` reads back)."""
+    if budget is None:
+        return descriptor
+    return msgspec.structs.replace(
+        descriptor,
+        budget_tokens=budget.tokens,
+        budget_model_calls=budget.model_calls,
+        budget_children=budget.children,
+    )
 
 
 def recorded_budget(records: Sequence[EventRecord]) -> Budget | None:
@@ -47,8 +69,7 @@ class BudgetBook:
         """A new child's limits: its own, cut to what its parent has left; None when unlimited."""
         if parent.ledger is None:
             return own
-        limits = parent.ledger.remaining().narrowed(own)
-        return None if limits.unlimited else limits
+        return combined(parent.ledger.remaining(), own)
 
     def reserve_child(self, parent: Agent) -> bool:
         """Count a child about to start against every budget above it; False when none applies.

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from ..core import replay_inbox
 from ..sessions import EventRecord, SubagentDescriptor, SubagentSettled, TurnEnd
+from ._budgets import with_budget
 from ._providers import ToolFilter
 from ._results import SubagentResult, settlement_line
 from ._scope import AgentProfile
@@ -33,7 +34,7 @@ def descriptor_for(admission: Admission) -> SubagentDescriptor:
     tool_filter = profile.tool_filter if profile is not None else None
     definition = profile.definition if profile is not None else None
     budget = profile.budget if profile is not None else None
-    return SubagentDescriptor(
+    descriptor = SubagentDescriptor(
         mode="continuable",
         provider=admission.provider.name,
         label=admission.label,
@@ -48,10 +49,8 @@ def descriptor_for(admission: Admission) -> SubagentDescriptor:
         depth_cap=profile.depth_cap if profile is not None else None,
         output_schema=output_schema(admission),
         agent_model=admission.model_spec,
-        budget_tokens=budget.tokens if budget is not None else None,
-        budget_model_calls=budget.model_calls if budget is not None else None,
-        budget_children=budget.children if budget is not None else None,
     )
+    return with_budget(descriptor, budget)
 
 
 def restored_profile(descriptor: SubagentDescriptor) -> AgentProfile | None:

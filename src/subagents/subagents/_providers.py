@@ -17,6 +17,7 @@ from ..core import Agent, AgentConfig, AgentRuntime, Budget
 from ..ids import SessionId
 from ..messages import JsonObject
 from ..sessions import EventRecord, SessionEvent, SubagentDescriptor, TurnEnd
+from ._budgets import with_budget
 from ._results import SubagentResult, result_from_log
 from ._structured import StructuredCapture
 
@@ -211,15 +212,14 @@ class InProcessProvider:
 
     async def start(self, request: StartRequest) -> SubagentRun:
         seed = self.continuable_seed(request.parent)
-        budget = request.budget
-        descriptor = SubagentDescriptor(
-            mode="one-shot",
-            provider=self._name,
-            label=request.label,
-            agent_model=request.model_spec,
-            budget_tokens=budget.tokens if budget is not None else None,
-            budget_model_calls=budget.model_calls if budget is not None else None,
-            budget_children=budget.children if budget is not None else None,
+        descriptor = with_budget(
+            SubagentDescriptor(
+                mode="one-shot",
+                provider=self._name,
+                label=request.label,
+                agent_model=request.model_spec,
+            ),
+            request.budget,
         )
         child = await self._runtime.create_child(
             request.parent,

@@ -20,6 +20,7 @@ from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode
 from ..sessions import EventStore, SandboxModeSet, SubagentDescriptor
 from ..tools import ToolSpec
 from ..workspace import workspace_tools
+from ._budgets import combined, with_budget
 from ._continuable import ContinuableManager
 from ._definitions import AgentDefinition, DefinitionProblem, aload_definitions, subagents_home
 from ._providers import InProcessProvider, ToolFilter
@@ -220,27 +221,23 @@ class Runtime(AgentRuntime):
         if own_model is not None:
             self.subagents.model_specs[agent.id] = own_model
         tool_filter = profile.tool_filter if profile is not None else None
-        budget = _run_budget(self.delegation.budget, definition.budget)
+        budget = combined(self.delegation.budget, definition.budget)
         # Recorded in the root's own log, so a resumed root runs with the same scope.
-        agent.record(
-            SubagentDescriptor(
-                mode="one-shot",
-                provider="root",
-                label=definition.name,
-                agent_model=own_model,
-                definition=definition.name,
-                instructions=definition.body,
-                tools_allow=(
-                    tuple(sorted(tool_filter.allow))
-                    if tool_filter is not None and tool_filter.allow is not None
-                    else None
-                ),
-                depth_cap=profile.depth_cap if profile is not None else None,
-                budget_tokens=budget.tokens if budget is not None else None,
-                budget_model_calls=budget.model_calls if budget is not None else None,
-                budget_children=budget.children if budget is not None else None,
-            )
+        descriptor = SubagentDescriptor(
+            mode="one-shot",
+            provider="root",
+            label=definition.name,
+            agent_model=own_model,
+            definition=definition.name,
+            instructions=definition.body,
+            tools_allow=(
+                tuple(sorted(tool_filter.allow))
+                if tool_filter is not None and tool_filter.allow is not None
+                else None
+            ),
+            depth_cap=profile.depth_cap if profile is not None else None,
         )
+        agent.record(with_budget(descriptor, budget))
         if profile is not None:
             self.subagents.profiles[agent.id] = profile
             _apply(agent, profile.tool_filter)
@@ -250,16 +247,11 @@ class Runtime(AgentRuntime):
     async def create_agent(self, *, config: AgentConfig | None = None) -> Agent:
         """Start a new root session (`lead`); the run's budget, if any, is recorded in it."""
         agent = await super().create_agent(config=config)
-        budget = self.delegation.budget
-        if budget is not None and not budget.unlimited:
+        budget = combined(self.delegation.budget, None)
+        if budget is not None:
             agent.record(
-                SubagentDescriptor(
-                    mode="one-shot",
-                    provider="root",
-                    label="lead",
-                    budget_tokens=budget.tokens,
-                    budget_model_calls=budget.model_calls,
-                    budget_children=budget.children,
+                with_budget(
+                    SubagentDescriptor(mode="one-shot", provider="root", label="lead"), budget
                 )
             )
         self.subagents.budgets.attach(agent, budget, parent=None)
@@ -444,13 +436,6 @@ def _store_files(store: EventStore) -> tuple[str, ...]:
         return ()
     base = os.path.realpath(path)
     return tuple(p for p in (base, f"{base}-wal", f"{base}-shm") if os.path.exists(p))
-
-
-def _run_budget(run: Budget | None, own: Budget | None) -> Budget | None:
-    if run is None:
-        return own
-    budget = run.narrowed(own)
-    return None if budget.unlimited else budget
 
 
 def _apply(agent: Agent, tool_filter: ToolFilter | None) -> None:

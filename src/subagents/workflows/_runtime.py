@@ -39,7 +39,6 @@ class Runtime(DelegationRuntime):
             self,
             self.workflow_options,
             config=self.workflow_tool,
-            policy_for=lambda agent: self.sandbox_policy(agent.id),
         )
         return self
 

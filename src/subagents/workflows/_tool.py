@@ -243,14 +243,18 @@ def mount_workflow_tool(
     Call it inside the runtime (after `__aenter__` registered the providers) and close the
     returned engine with the runtime (`await engine.aclose()`), which disposes live runs.
     `options` defaults to DESIGN.md 4.3 (16 children at once, 200 in all) with the runtime's
-    delegation depth; `policy_for` resolves a parent's file policy (default: the last
-    `sandbox/mode` of its session, else `options.default_mode`); `clock` measures each run's
+    delegation depth; `policy_for` resolves a parent's file policy (default: the runtime's
+    `sandbox_policy`, which also hides its store); `clock` measures each run's
     wall-clock limit (default: real time).
     """
     if options is None:
         options = WorkflowOptions(max_depth=runtime.delegation.max_depth)
     engine = WorkflowEngine(
-        runtime.subagents, options, runtime=script_runtime, policy_for=policy_for, clock=clock
+        runtime.subagents,
+        options,
+        runtime=script_runtime,
+        policy_for=policy_for or (lambda agent: runtime.sandbox_policy(agent.id)),
+        clock=clock,
     )
     runtime.tools.register(workflow_tool(engine, config))
     return engine
