@@ -369,18 +369,30 @@ async def test_a_hidden_path_inside_the_workspace(backend: str, world: World) ->
     private = world.workspace / "private"
     private.mkdir()
     (private / "key.txt").write_text("private-key")
-    result = await run_command(
-        py(READ, str(private / "key.txt")),
-        policy=world.policy("read-only"),
-        cwd=str(world.workspace),
-        hidden=[str(private)],
-    )
-    assert result.facts is not None
+    marker = world.workspace / "ran.txt"
+    command = py(READ + f"\nopen({str(marker)!r}, 'w').close()", str(private / "key.txt"))
     if backend == "bwrap":
+        result = await run_command(
+            command,
+            policy=world.policy("workspace-write"),
+            cwd=str(world.workspace),
+            hidden=[str(private)],
+        )
+        assert result.facts is not None
         assert "private-key" not in result.stdout
         assert result.facts.enforcement == "full"
-    else:  # Landlock only grants: inside the granted workspace it cannot hide, and says so
-        assert result.facts.enforcement == "partial"
+        assert marker.exists()
+    else:  # Landlock only grants: inside the granted workspace it cannot hide, so it refuses
+        with pytest.raises(SandboxUnavailable) as caught:
+            await spawn(
+                command,
+                policy=world.policy("read-only"),
+                cwd=str(world.workspace),
+                hidden=[str(private)],
+            )
+        assert caught.value.code == ErrorCode.SANDBOX_UNAVAILABLE
+        assert "Landlock cannot hide a path inside what it grants" in caught.value.message
+        assert not marker.exists()
 
 
 async def test_without_a_backend_confined_modes_refuse_and_danger_runs(

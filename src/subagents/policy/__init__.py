@@ -20,6 +20,7 @@ from ._modes import (
     narrower as narrower,
     parse_mode as parse_mode,
     resolve_policy as resolve_policy,
+    store_paths as store_paths,
 )
 from ._process import (
     CommandResult as CommandResult,
@@ -44,4 +45,5 @@ __all__ = [
     "resolve_policy",
     "run_command",
     "spawn",
+    "store_paths",
 ]

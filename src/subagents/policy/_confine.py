@@ -1,8 +1,12 @@
 """Which confinement backend this machine can use, decided by running it (spec 7.3).
 
 bubblewrap is preferred: it is probed by running `bwrap <the run profile> -- true` through the
-launcher, exactly as a run would. Landlock is the fallback: it is probed by launching a process
-under a ruleset and checking that a directory outside the grants cannot be listed. Verdicts are
+launcher, exactly as a run would (seccomp filter, size-capped tmpfs and read-only remounts
+included, so a bubblewrap too old for any of them is not chosen). Landlock is the fallback: it
+is probed by launching a process under a ruleset and the seccomp filter and checking that a
+directory outside the grants cannot be listed; it needs ABI 3 (truncation governed, Linux
+6.2), since below that a run could truncate any file it can read. Either way the seccomp
+filter needs an architecture it is written for (`_seccomp`). Verdicts are
 cached per process; `SUBAGENTS_SANDBOX_BACKEND=bwrap|landlock|none` forces a choice (tests use it
 to exercise each backend; a forced backend that does not work yields no backend, never another).
 """
@@ -20,15 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ._bwrap import BwrapView, bwrap_base, view_argv
+from ._exposure import SYSTEM_DIRS, world_reachable
 from ._launcher import landlock_abi
+from ._seccomp import filter_program, program_fd
 
 __all__ = [
     "BACKEND_ENV",
     "Confinement",
     "LAUNCHER",
+    "LANDLOCK_MIN_ABI",
     "SYSTEM_DIRS",
     "UID_BASE",
-    "bwrap_base",
     "bwrap_usable",
     "confinement",
     "launcher_argv",
@@ -37,7 +44,7 @@ __all__ = [
 
 BACKEND_ENV = "SUBAGENTS_SANDBOX_BACKEND"
 LAUNCHER = str(Path(__file__).with_name("_launcher.py"))
-SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
+LANDLOCK_MIN_ABI = 3
 UID_BASE = 1_500_000_000  # a run's dedicated uid is UID_BASE + the launcher's pid
 _PROBE_TIMEOUT = 20.0
 _HINT = (
@@ -79,30 +86,7 @@ def python_roots() -> tuple[str, ...]:
     return tuple(found)
 
 
-def bwrap_base(bwrap: str, *, as_root: bool) -> list[str]:
-    """The fixed part of bubblewrap's argv: read-only host, new /dev, /proc and namespaces."""
-    argv = [
-        bwrap,
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--die-with-parent",
-        "--new-session",
-    ]
-    if as_root:
-        argv += ["--cap-drop", "ALL"]  # root in the sandbox must not be able to remount
-    return argv
-
-
-def _run_probe(argv: list[str]) -> tuple[int, str]:
+def _run_probe(argv: list[str], *, pass_fds: tuple[int, ...] = ()) -> tuple[int, str]:
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     try:
         done = subprocess.run(
@@ -112,6 +96,7 @@ def _run_probe(argv: list[str]) -> tuple[int, str]:
             env=env,
             timeout=_PROBE_TIMEOUT,
             check=False,
+            pass_fds=pass_fds,
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         return -1, str(error)
@@ -129,13 +114,34 @@ def bwrap_usable(*, dedicated_uid: bool = False) -> tuple[str | None, str]:
     bwrap = shutil.which("bwrap") or shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
     if bwrap is None:
         return None, "bubblewrap (bwrap) is not installed"
+    seccomp = program_fd()
+    if seccomp is None:
+        return None, "no seccomp filter is written for this architecture"
     as_root = os.geteuid() == 0 and not dedicated_uid
     config: dict[str, Any] = {"ppid": os.getpid(), "uid_base": None}
     if dedicated_uid:
         config.update(uid_base=UID_BASE, nproc=8)
-    code, message = _run_probe(
-        [*launcher_argv(config), *bwrap_base(bwrap, as_root=as_root), "--", "true"]
+    roots = [r for r in python_roots() if not dedicated_uid or world_reachable(r)]
+    view = BwrapView(
+        exposed=roots,
+        writable=(),
+        hidden=(),
+        must_hide=(),
+        private_dir="/tmp/subagents-probe",
+        writable_tmp=True,
+        tmpfs_bytes=1 << 20,
     )
+    argv = [
+        *launcher_argv(config),
+        *bwrap_base(bwrap, as_root=as_root, seccomp_fd=seccomp),
+        *view_argv(view, cwd="/"),
+        "--",
+        "true",
+    ]
+    try:
+        code, message = _run_probe(argv, pass_fds=(seccomp,))
+    finally:
+        os.close(seccomp)
     if code != 0:
         return None, f"bubblewrap does not run here ({message})"
     return bwrap, f"bubblewrap works ({bwrap})"
@@ -157,6 +163,14 @@ def landlock_usable() -> tuple[int, str]:
     abi = landlock_abi()
     if abi < 1:
         return 0, "the kernel offers no Landlock (it needs Linux 5.13 with the LSM enabled)"
+    if abi < LANDLOCK_MIN_ABI:
+        return 0, (
+            f"Landlock ABI {abi} does not govern truncation (ABI {LANDLOCK_MIN_ABI}, Linux 6.2, "
+            "does)"
+        )
+    program = filter_program()
+    if program is None:
+        return 0, "no seccomp filter is written for this architecture"
     outside = tempfile.mkdtemp(prefix="subagents-probe-")
     try:
         config: dict[str, Any] = {
@@ -167,6 +181,7 @@ def landlock_usable() -> tuple[int, str]:
                 "write": [],
                 "write_files": ["/dev/null"],
             },
+            "seccomp": program.hex(),
         }
         target = [sys.executable, "-I", "-S", "-B", "-c", _LANDLOCK_CHECK, outside]
         code, message = _run_probe([*launcher_argv(config), *target])
@@ -198,9 +213,6 @@ def confinement() -> Confinement:
     if forced in ("", "landlock"):
         abi, detail = landlock_usable()
         if abi:
-            enforcement: Literal["full", "partial"] = "full" if abi >= 4 else "partial"
-            if abi < 4:
-                detail += " (below ABI 4: truncation or TCP are not governed)"
-            return Confinement("landlock", enforcement, "; ".join([*notes, detail]))
+            return Confinement("landlock", "full", "; ".join([*notes, detail]))
         notes.append(detail)
     return Confinement(None, None, "; ".join([*notes, _HINT]))

@@ -8,7 +8,9 @@ rlimits, builds the Landlock ruleset when asked (while it can still open every g
 drops to the run's dedicated uid with RLIMIT_NPROC when asked (no cgroup), empties the
 capability sets when asked (root under Landlock: the target must not keep root's
 capabilities), sets PR_SET_NO_NEW_PRIVS (in every mode: setuid programs such as sudo gain
-nothing), enforces the ruleset, and `execvp`s ARGV (bubblewrap's argv for that backend).
+nothing), enforces the ruleset, installs the seccomp filter when asked (under Landlock;
+bubblewrap installs it itself, after its own netlink and namespace setup), and `execvp`s ARGV
+(bubblewrap's argv for that backend).
 Rlimits are set here rather than in a `preexec_fn`, which is unsafe in a threaded host.
 
 CONFIG is a JSON object:
@@ -18,10 +20,12 @@ CONFIG is a JSON object:
     uid_base      drop to uid and gid uid_base + own pid, or null
     nproc         RLIMIT_NPROC under the dedicated uid
     drop_caps     empty the bounding, ambient and inheritable capability sets
-    landlock      {"read": [paths], "write": [paths], "write_files": [paths]}, or null:
-                  read and execute beneath `read`, everything beneath `write`, read and write on
-                  `write_files`; TCP bind and connect denied (ABI >= 4); signals and abstract
-                  unix sockets scoped to the run (ABI >= 6)
+    landlock      {"read": [paths], "list": [paths], "write": [paths], "write_files": [paths]},
+                  or null: read and execute beneath `read`, listing (not reading) beneath
+                  `list`, everything beneath `write`, read and write on `write_files`; TCP
+                  bind and connect denied (ABI >= 4); signals and abstract unix sockets scoped
+                  to the run (ABI >= 6)
+    seccomp       the hex of a classic-BPF program (`struct sock_filter` records), or null
 
 A failure before the exec prints `subagents-launcher: ...` on stderr and exits 126 (127 when
 the target is not found), so a caller can tell "the sandbox did not start" from the target's
@@ -48,6 +52,8 @@ PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 
 SYS_LANDLOCK_CREATE_RULESET = 444
 SYS_LANDLOCK_ADD_RULE = 445
@@ -90,6 +96,10 @@ class _PathBeneathAttr(ctypes.Structure):
         ("allowed_access", ctypes.c_uint64),
         ("parent_fd", ctypes.c_int32),
     ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
 class _CapHeader(ctypes.Structure):
@@ -185,6 +195,8 @@ def build_landlock(rules: dict[str, list[str]]) -> int:
     try:
         for path in rules.get("read", []):
             _add_rule(ruleset, path, READ_RIGHTS & handled)
+        for path in rules.get("list", []):
+            _add_rule(ruleset, path, FS_READ_DIR & handled)
         for path in rules.get("write", []):
             _add_rule(ruleset, path, handled)
         for path in rules.get("write_files", []):
@@ -201,6 +213,21 @@ def restrict_self(ruleset: int) -> None:
         _check(_syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
     finally:
         os.close(ruleset)
+
+
+def install_seccomp(program: bytes) -> None:
+    """Install a seccomp filter on this process and everything it execs (needs NO_NEW_PRIVS)."""
+    if not program or len(program) % 8:
+        raise LaunchError("seccomp: the filter is not a whole number of BPF instructions")
+    code = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len=len(program) // 8, filter=ctypes.addressof(code))
+    prctl: Any = _libc["prctl"]  # a function object of its own: `_prctl` types its arguments
+    prctl.restype = ctypes.c_int
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    _check(
+        int(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0)),
+        "PR_SET_SECCOMP",
+    )
 
 
 def _drop_capabilities() -> None:
@@ -259,6 +286,9 @@ def prepare(config: dict[str, Any]) -> None:
     _prctl(PR_SET_NO_NEW_PRIVS, 1, "PR_SET_NO_NEW_PRIVS")
     if ruleset is not None:
         restrict_self(ruleset)
+    program = config.get("seccomp")
+    if program:
+        install_seccomp(bytes.fromhex(program))
 
 
 def main(argv: list[str]) -> int:

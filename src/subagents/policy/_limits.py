@@ -21,6 +21,8 @@ class Limits:
     RLIMIT_NOFILE, `file_size_mb` RLIMIT_FSIZE, and RLIMIT_CORE is always 0). `processes`
     bounds the number of processes of the run at once: the run's own cgroup `pids.max` where
     a pids controller is writable, else RLIMIT_NPROC under a dedicated uid (see `spawn`).
+    `tmpfs_mb` caps each writable tmpfs bubblewrap mounts (`/tmp`, which holds `$TMPDIR`, and
+    `/dev/shm`): tmpfs pages are memory that RLIMIT_AS does not count.
     """
 
     wall_seconds: float | None = 600.0
@@ -29,6 +31,7 @@ class Limits:
     open_files: int = 256
     file_size_mb: int = 64
     processes: int = 64
+    tmpfs_mb: int = 256
 
     def rlimits(self) -> dict[str, int]:
         """The rlimits the launcher sets, by `resource` constant name."""

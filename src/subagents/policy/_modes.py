@@ -23,7 +23,11 @@ __all__ = [
     "narrower",
     "parse_mode",
     "resolve_policy",
+    "store_paths",
 ]
+
+STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+"""The files SQLite keeps for a database: itself, its WAL, its shared memory, its journal."""
 
 SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
 SANDBOX_MODES: tuple[SandboxMode, ...] = ("read-only", "workspace-write", "danger-full-access")
@@ -60,6 +64,17 @@ def canonical_root(path: str) -> str:
     kept as spelled. This touches the filesystem: call it off the event loop.
     """
     return os.path.normpath(os.path.realpath(path))
+
+
+def store_paths(database: str) -> tuple[str, ...]:
+    """What a SQLite store at `database` must keep hidden, whether or not each exists yet.
+
+    That is its directory and every file SQLite keeps beside it (`-wal`, `-shm`, `-journal`).
+    A hidden directory that contains the workspace hides nothing inside it but these names.
+    Touches the filesystem (canonicalises): call it off the event loop.
+    """
+    base = canonical_root(database)
+    return (os.path.dirname(base), *(base + suffix for suffix in STORE_SUFFIXES))
 
 
 def resolve_policy(

@@ -224,11 +224,12 @@ async def spawn(
             cwd=plan.cwd,
             env=plan.env,
             start_new_session=True,
-            pass_fds=tuple(pass_fds),
+            pass_fds=(*pass_fds, *plan.pass_fds),
         )
     except BaseException:
         await asyncio.to_thread(plan.discard)
         raise
+    plan.started()
     return ConfinedProcess(process, plan=plan, limits=limits)
 
 

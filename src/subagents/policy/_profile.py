@@ -1,18 +1,17 @@
 """The launch plan of one run: the command line, environment, cgroup and private directory.
 
-bubblewrap profile: the host's root read-only, a fresh /dev and /proc, new pid, net, ipc and
-uts namespaces, `--die-with-parent`, `--new-session` (and `--cap-drop ALL` as root). Hidden
-paths ($HOME, $SUBAGENTS_HOME and the caller's `hidden`) are covered by an empty read-only
-tmpfs (a file by /dev/null); under `workspace-write` /tmp is a private tmpfs. What must stay
-visible (the Python installation, the venv, this package, the workspace, the cwd, `readable`,
-the run's private directory) is bound again where a hidden path or /tmp covers it, the
-workspace read-write under `workspace-write`. Mounts apply shallow to deep, so a deeper path
-always decides: the interpreter is never left under a tmpfs.
+Both confined backends show a run the same slice of the host (`_exposure`): the system
+directories (less the /etc entries strangers cannot read), the Python installation, the venv,
+this package, the workspace (writable under `workspace-write`), the cwd, the caller's
+`readable` paths and the run's private directory; never $HOME, $SUBAGENTS_HOME, the store or
+the caller's `hidden` paths. Both install the seccomp filter (`_seccomp`): no socket reaches
+anything outside the run.
 
-Landlock profile: read and execute beneath the system directories, /proc, /dev, the Python
-installation, the venv, this package, the workspace, the cwd, `readable` and the private
-directory; everything beneath the workspace and the private directory under
-`workspace-write`; read-write on /dev/null. $HOME and the store are simply not granted.
+bubblewrap builds that view from an empty root (`_bwrap`), with a size-capped private /tmp
+and /dev/shm. Landlock grants read and execute beneath the readable paths, everything
+beneath the workspace and the private directory under `workspace-write`, read-write on
+/dev/null; it can only grant, so a hidden path inside a grant makes the plan refuse
+(`SandboxUnavailable`).
 
 Every run gets an emptied environment (PATH, LANG=C.UTF-8, TMPDIR and HOME set to its private
 directory, plus the caller's `env`; bubblewrap adds PWD, the cwd) and a private directory
@@ -24,30 +23,23 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from ..errors import SandboxUnavailable
+from ._bwrap import BwrapView, bwrap_base, view_argv, within
 from ._cgroup import PidsCgroup, create_cgroup
-from ._confine import (
-    SYSTEM_DIRS,
-    UID_BASE,
-    Confinement,
-    bwrap_base,
-    bwrap_usable,
-    launcher_argv,
-    python_roots,
-)
+from ._confine import UID_BASE, Confinement, bwrap_usable, launcher_argv, python_roots
+from ._exposure import ETC, SYSTEM_DIRS, etc_view, world_reachable
 from ._limits import Limits, ProcessBound, SandboxFacts
 from ._modes import SandboxPolicy, canonical_root
+from ._seccomp import filter_program, program_fd
 
 __all__ = ["RunPlan", "default_hidden", "plan_run"]
 
 BASE_PATH = "/usr/bin:/bin"
-_Kind = Literal["hide-dir", "hide-file", "tmp", "ro", "rw"]
-_RANK: dict[_Kind, int] = {"hide-dir": 0, "hide-file": 0, "tmp": 0, "ro": 1, "rw": 2}
 
 
 @dataclass(slots=True, kw_only=True)
@@ -61,16 +53,21 @@ class RunPlan:
     private_dir: str
     cgroup: PidsCgroup | None
     dedicated_uid: bool
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the run inherits from the plan (bubblewrap's seccomp program)."""
+
+    def started(self) -> None:
+        """Close the plan's descriptors in the host once the run holds its copies."""
+        for fd in self.pass_fds:
+            os.close(fd)
+        self.pass_fds = ()
 
     def discard(self) -> None:
         """Remove the run's cgroup (when empty) and private directory."""
+        self.started()
         if self.cgroup is not None:
             self.cgroup.remove()
         shutil.rmtree(self.private_dir, ignore_errors=True)
-
-
-def _within(path: str, root: str) -> bool:
-    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def default_hidden() -> list[str]:
@@ -80,66 +77,13 @@ def default_hidden() -> list[str]:
     return [home, store]
 
 
-def _existing(paths: Sequence[str]) -> list[str]:
+def _canonical(paths: Sequence[str], *, existing: bool) -> list[str]:
     found: list[str] = []
     for path in paths:
         real = canonical_root(path)
-        if real != "/" and os.path.lexists(real) and real not in found:
+        if real != "/" and (os.path.lexists(real) or not existing) and real not in found:
             found.append(real)
     return found
-
-
-def _mounts(
-    *, private_tmp: bool, hidden: Sequence[str], exposed: Sequence[str], writable: Sequence[str]
-) -> list[tuple[str, _Kind]]:
-    """The bubblewrap mounts over the read-only root, in the order to apply them."""
-    entries: list[tuple[str, _Kind]] = [
-        (path, "hide-dir" if os.path.isdir(path) else "hide-file") for path in hidden
-    ]
-    if private_tmp:
-        entries.append(("/tmp", "tmp"))
-    entries.extend((path, "ro") for path in exposed if path not in writable)
-    entries.extend((path, "rw") for path in writable)
-    entries.sort(key=lambda e: (e[0].rstrip("/").count("/"), _RANK[e[1]]))
-    chosen: list[tuple[str, _Kind]] = []
-    for path, kind in entries:
-        deciding = [k for p, k in chosen if _within(path, p)]
-        visible = not deciding or deciding[-1] in ("ro", "rw")
-        if kind in ("rw", "tmp") or (kind == "ro") != visible:
-            chosen.append((path, kind))
-    return chosen
-
-
-def _bwrap_argv(
-    bwrap: str, mounts: list[tuple[str, _Kind]], *, as_root: bool, cwd: str, target: Sequence[str]
-) -> list[str]:
-    argv = bwrap_base(bwrap, as_root=as_root)
-    for path, kind in mounts:
-        if kind in ("hide-dir", "tmp"):
-            argv += ["--tmpfs", path]
-        elif kind == "hide-file":
-            argv += ["--ro-bind", "/dev/null", path]
-        else:
-            argv += ["--bind" if kind == "rw" else "--ro-bind", path, path]
-    for path, kind in mounts:
-        if kind == "hide-dir":
-            argv += ["--remount-ro", path]
-    return [*argv, "--chdir", cwd, "--", *target]
-
-
-def _world_reachable(path: str) -> bool:
-    """Can a user with no relation to the file's owner reach and read `path`?"""
-    try:
-        parts = path.rstrip("/").split("/")
-        for depth in range(1, len(parts)):
-            ancestor = "/".join(parts[:depth]) or "/"
-            if not os.stat(ancestor).st_mode & stat.S_IXOTH:
-                return False
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    needed = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(mode) else 0)
-    return mode & needed == needed
 
 
 def _executable(argv0: str, cwd: str) -> str | None:
@@ -162,7 +106,33 @@ def _use_dedicated_uid(
         return False
     if backend == "bwrap" and bwrap_usable(dedicated_uid=True)[0] is None:
         return False
-    return all(_world_reachable(path) for path in paths)
+    return all(world_reachable(path) for path in paths)
+
+
+def _program() -> bytes:
+    program = filter_program()
+    if program is None:  # pragma: no cover - the Landlock probe requires a filter
+        raise SandboxUnavailable("cannot enforce the file policy: no seccomp filter here")
+    return program
+
+
+def _landlock_grants(
+    *, exposed: list[str], writable: list[str], hidden: list[str], mode: str
+) -> dict[str, list[str]]:
+    """The Landlock rules of a run; refuses a hidden path that a grant would expose."""
+    etc = etc_view()
+    read = [*(d for d in SYSTEM_DIRS if d != ETC), *etc.granted, "/proc", "/dev", *exposed]
+    for path in hidden:
+        for grant in (*read, *etc.listed, *writable):
+            if within(path, grant) and not within(grant, path):
+                raise SandboxUnavailable(
+                    f"cannot enforce the {mode} file policy: {path} must stay hidden but lies "
+                    f"inside {grant}, which the run needs, and Landlock cannot hide a path "
+                    "inside what it grants; install bubblewrap, or keep the store outside the "
+                    "workspace",
+                    mode=mode,
+                )
+    return {"read": read, "list": list(etc.listed), "write": writable, "write_files": ["/dev/null"]}
 
 
 def plan_run(
@@ -176,18 +146,20 @@ def plan_run(
     readable: Sequence[str],
     confinement: Confinement,
 ) -> RunPlan:
-    """Prepare one run (creates its private directory and cgroup). Blocking: use a thread."""
+    """Prepare one run (creates its private directory and cgroup). Blocking: use a thread.
+
+    Raises `SandboxUnavailable` when Landlock cannot keep a hidden path hidden.
+    """
     mode = policy.mode
     backend = confinement.backend if mode != "danger-full-access" else None
     writable = mode == "workspace-write"
     workspace = canonical_root(policy.workspace_root)
     where = canonical_root(cwd)
+    must_hide = _canonical(hidden, existing=False)
+    hidden_paths = [*_canonical(default_hidden(), existing=True), *must_hide]
+    readable_paths = _canonical(readable, existing=True)
     private = tempfile.mkdtemp(prefix="subagents-run-")
     cgroup = create_cgroup(limits.processes)
-    hidden_paths = _existing([*default_hidden(), *hidden])
-    readable_paths = _existing(readable)
-    exposed = [*python_roots(), *readable_paths, where, workspace, private]
-    enforcement = confinement.enforcement if backend is not None else None
     config: dict[str, Any] = {
         "ppid": os.getpid(),
         "rlimits": limits.rlimits(),
@@ -196,46 +168,66 @@ def plan_run(
         "nproc": limits.processes,
         "drop_caps": False,
         "landlock": None,
+        "seccomp": None,
     }
-    # what a dedicated uid must reach (the private directory is opened up for it below)
-    reach = [p for p in (_executable(argv[0], where), where, workspace, *readable_paths) if p]
-    mounts: list[tuple[str, _Kind]] = []
-    if backend == "bwrap":
-        mounts = _mounts(
-            private_tmp=writable,
-            hidden=hidden_paths,
-            exposed=exposed,
-            writable=[workspace, private] if writable else [],
-        )
-        reach += [path for path, _kind in mounts if path != private]
-        reach.append(bwrap_usable()[0] or "bwrap")
-    elif backend == "landlock":
-        granted = [*SYSTEM_DIRS, "/proc", "/dev", *exposed]
-        config["drop_caps"] = os.geteuid() == 0
-        config["landlock"] = {
-            "read": granted,
-            "write": [workspace, private] if writable else [],
-            "write_files": ["/dev/null"],
-        }
-        if any(_within(h, g) for h in hidden_paths for g in granted):
-            enforcement = "partial"  # Landlock only grants: a hidden path inside a grant shows
-    dedicated = _use_dedicated_uid(policy=policy, cgroup=cgroup, backend=backend, paths=reach)
-    if dedicated:
-        os.chmod(private, 0o755)  # stays empty: read-only runs cannot write it
-        config["uid_base"] = UID_BASE
+    inside_private = private  # where the run finds it; bubblewrap puts it in its own /tmp
     target = list(argv)
-    if backend == "bwrap":
-        bwrap = bwrap_usable()[0] or "bwrap"
-        as_root = os.geteuid() == 0 and not dedicated
-        target = _bwrap_argv(bwrap, mounts, as_root=as_root, cwd=where, target=target)
+    pass_fds: tuple[int, ...] = ()
+    try:
+        # what a dedicated uid must reach (the private directory is opened up for it below)
+        reach = [p for p in (_executable(argv[0], where), where, workspace, *readable_paths) if p]
+        if backend == "bwrap":
+            reach.append(bwrap_usable()[0] or "bwrap")
+        dedicated = _use_dedicated_uid(policy=policy, cgroup=cgroup, backend=backend, paths=reach)
+        roots = [r for r in python_roots() if not dedicated or world_reachable(r)]
+        exposed = [*roots, *readable_paths, where, workspace]
+        if dedicated:
+            os.chmod(private, 0o755)  # stays empty: read-only runs cannot write it
+            config["uid_base"] = UID_BASE
+        if backend == "bwrap":
+            inside_private = os.path.join("/tmp", os.path.basename(private))
+            view = BwrapView(
+                exposed=exposed,
+                writable=[workspace] if writable else [],
+                hidden=hidden_paths,
+                must_hide=must_hide,
+                private_dir=inside_private,
+                writable_tmp=writable,
+                tmpfs_bytes=limits.tmpfs_mb * 1024 * 1024,
+            )
+            bwrap_args = view_argv(view, cwd=where)
+            seccomp = program_fd()
+            if seccomp is None:  # pragma: no cover - the bubblewrap probe requires a filter
+                raise SandboxUnavailable(f"cannot enforce the {mode} file policy: no seccomp")
+            pass_fds = (seccomp,)
+            as_root = os.geteuid() == 0 and not dedicated
+            base = bwrap_base(bwrap_usable()[0] or "bwrap", as_root=as_root, seccomp_fd=seccomp)
+            target = [*base, *bwrap_args, "--", *target]
+        elif backend == "landlock":
+            config["drop_caps"] = os.geteuid() == 0
+            config["seccomp"] = _program().hex()
+            config["landlock"] = _landlock_grants(
+                exposed=[*exposed, private],
+                writable=[workspace, private] if writable else [],
+                hidden=hidden_paths,
+                mode=mode,
+            )
+    except BaseException:
+        for fd in pass_fds:
+            os.close(fd)
+        if cgroup is not None:
+            cgroup.remove()
+        shutil.rmtree(private, ignore_errors=True)
+        raise
     processes: ProcessBound = "cgroup" if cgroup else "uid" if dedicated else "none"
+    enforcement = confinement.enforcement if backend is not None else None
     return RunPlan(
         argv=[*launcher_argv(config), *target],
         env={
             "PATH": BASE_PATH,
             "LANG": "C.UTF-8",
-            "TMPDIR": private,
-            "HOME": private,
+            "TMPDIR": inside_private,
+            "HOME": inside_private,
             **(env or {}),
         },
         cwd=where,
@@ -245,4 +237,5 @@ def plan_run(
         private_dir=private,
         cgroup=cgroup,
         dedicated_uid=dedicated,
+        pass_fds=pass_fds,
     )
