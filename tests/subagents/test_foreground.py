@@ -458,7 +458,15 @@ lead:
         assert replies(lead) == [
             ToolReply("subagent", "worked", False, None),
             ToolReply("subagent", "worked", False, None),
-            ToolReply("subagent", "worked", False, None),
+            # A sibling is outside the parent's workspace: refused (tests/subagents/
+            # test_child_cwd.py covers the rule).
+            ToolReply(
+                "subagent",
+                f"Error: cwd '../shared' resolves to {shared}, outside your workspace {root}; "
+                f"give a directory inside {root} or omit cwd",
+                True,
+                ErrorCode.CWD_OUTSIDE_WORKSPACE,
+            ),
             ToolReply(
                 "subagent",
                 f"Error: cwd {root / 'nowhere'} is not an accessible directory; give an existing "
@@ -471,14 +479,10 @@ lead:
         for started in lifecycle.started:
             header = await rt.store.get_header(SessionId(started.child_id), tenant=rt.tenant)
             cwds[started.name] = header.cwd
-        assert cwds == {
-            "same": str(root),
-            "inner": str(root / "pkg"),
-            "sibling": str(shared),
-        }
+        assert cwds == {"same": str(root), "inner": str(root / "pkg")}
         # Parallel starts are catalogued in the order they complete, not in call order.
-        assert sorted(str(e.name) for e in catalog(lead)) == ["inner", "same", "sibling"]
-        assert await session_count(rt) == 4
+        assert sorted(str(e.name) for e in catalog(lead)) == ["inner", "same"]
+        assert await session_count(rt) == 3
     model.assert_complete()
 
 

@@ -270,7 +270,8 @@ async def test_start_validation_runs_in_the_fixed_order() -> None:
         )
         with pytest.raises(SubagentError) as caught:
             await rt.subagents.launch(admission)
-        assert caught.value.code == ErrorCode.INVALID_CWD
+        # /no/such/dir lies outside the lead's workspace, which is decided before existence.
+        assert caught.value.code == ErrorCode.CWD_OUTSIDE_WORKSPACE
         assert tiny.starts == []
         assert await session_count(rt) == 1
         # A refused launch gave its name back.

@@ -15,10 +15,11 @@ from types import TracebackType
 from typing import Literal, Self
 
 from .._clock import Clock, SystemClock
-from ..errors import ClosedError, ConfigError, ErrorCode
+from ..errors import ClosedError, ConfigError, ErrorCode, SubagentError
 from ..ids import SessionId, new_session_id
 from ..messages import AssistantMessage, Usage, UserMessage
 from ..models import Model, open_model
+from ..policy import canonical_root
 from ..sessions import (
     AssistantMessageEvent,
     EventRecord,
@@ -282,6 +283,46 @@ class AgentRuntime:
             await session.append(event, time=records[-1].time)
         return self._publish(session, config or AgentConfig())
 
+    def confines_children(self, parent: Agent) -> bool:
+        """Whether `parent`'s children must work inside its workspace (its session cwd).
+
+        Extension hook. The core runtime always confines; a runtime whose file policy leaves
+        `parent` unconfined (`danger-full-access`) returns False: it has no boundary to widen.
+        """
+        return True
+
+    async def child_cwd(self, parent: Agent, cwd: str, *, asked: str | None = None) -> str:
+        """The canonical working directory (and so workspace) of a new child of `parent`.
+
+        `cwd` is resolved against the parent's cwd and made canonical off the event loop
+        (symlinks resolved). Unless `confines_children(parent)` is False it must lie inside
+        the parent's workspace (`CWD_OUTSIDE_WORKSPACE`); it must be an accessible directory
+        (`INVALID_CWD`). `asked` is the caller's own spelling, for the refusal.
+        """
+        root = parent.session.header.cwd
+        path, canonical, is_dir = await asyncio.to_thread(_inspect_dir, root, cwd)
+        # The boundary is the parent's root as recorded, which is what its own sandbox
+        # enforces; it is canonical from creation, and a symlink swapped in later must not
+        # move it. The child records the canonical string checked here, not `cwd`, so no
+        # later change on disk can turn the accepted directory into another one.
+        if self.confines_children(parent) and not _within(canonical, root):
+            shown = asked if asked is not None else cwd
+            raise SubagentError(
+                f"cwd {shown!r} resolves to {canonical}, outside your workspace {root}; give "
+                f"a directory inside {root} or omit cwd",
+                code=ErrorCode.CWD_OUTSIDE_WORKSPACE,
+                cwd=shown,
+                resolved=canonical,
+                workspace=root,
+            )
+        if not is_dir:
+            raise SubagentError(
+                f"cwd {path} is not an accessible directory; give an existing "
+                "directory or omit cwd to use yours",
+                code=ErrorCode.INVALID_CWD,
+            )
+        return canonical
+
     async def create_child(
         self,
         parent: Agent,
@@ -296,9 +337,14 @@ class AgentRuntime:
         The child's header records its parent, root, depth (parent's persisted depth + 1) and
         cwd (the parent's unless given). A fork passes the parent's completed turns as
         `seed`: they open the child's log, followed by `session/end-seed`. `first_events`
-        (the child's descriptor) follow; all are written in one store append.
+        (the child's descriptor) follow; all are written in one store append. A `cwd` other
+        than the parent's is checked and made canonical by `child_cwd` first.
         """
         parent_header = parent.session.header
+        if cwd is not None and cwd != parent_header.cwd:
+            # Every start of a child ends here, whoever admitted it: the workspace rule holds
+            # even for a caller that skipped the service's own check.
+            cwd = await self.child_cwd(parent, cwd)
         events: list[SessionEvent] = list(seed)
         if seed:
             events.append(SessionEndSeed())
@@ -458,6 +504,21 @@ class LeaseHeld(ConfigError):
 
 def _resolve_cwd(cwd: str | Path | None) -> str:
     return str(Path(cwd or os.getcwd()).resolve())
+
+
+def _inspect_dir(root: str, cwd: str) -> tuple[str, str, bool]:
+    """`cwd` from `root`: as spelled, canonical, and whether it is an accessible directory.
+
+    Blocking (it touches the disk): run it in a worker thread.
+    """
+    path = os.path.normpath(os.path.join(root, cwd))
+    canonical = canonical_root(path)
+    return path, canonical, os.path.isdir(canonical)
+
+
+def _within(path: str, root: str) -> bool:
+    """Whether canonical `path` is `root` or lies below it."""
+    return path == root or root == "/" or path.startswith(root.rstrip("/") + "/")
 
 
 def default_store_path() -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from ..core import Agent, AgentConfig, AgentRuntime, Budget
 from ..errors import ConfigError, ErrorCode, NotFoundError, SubagentError
 from ..ids import SessionId
 from ..models import Model
-from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode
+from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode, store_paths
 from ..sessions import EventStore, SandboxModeSet, SubagentDescriptor
 from ..tools import ToolSpec
 from ..workspace import workspace_tools
@@ -335,6 +334,14 @@ class Runtime(AgentRuntime):
             hidden=self._private_paths,
         )
 
+    def confines_children(self, parent: Agent) -> bool:
+        """A child's cwd stays inside its parent's workspace unless the parent is unconfined.
+
+        Under `danger-full-access` the parent itself may touch any path, so there is no
+        boundary a child's workspace could widen.
+        """
+        return self._sandbox_modes.get(parent.id, self.sandbox) != "danger-full-access"
+
     def set_sandbox_mode(self, agent: Agent, mode: SandboxMode) -> None:
         """Switch a live agent's file policy (recorded; its next confined call uses it).
 
@@ -430,12 +437,11 @@ class Runtime(AgentRuntime):
 
 
 def _store_files(store: EventStore) -> tuple[str, ...]:
-    """A SQLite store's database and its WAL and shared-memory files (those that exist)."""
+    """A SQLite store's directory and the files SQLite keeps there (see `store_paths`)."""
     path = getattr(store, "path", None)
     if not isinstance(path, Path):
         return ()
-    base = os.path.realpath(path)
-    return tuple(p for p in (base, f"{base}-wal", f"{base}-shm") if os.path.exists(p))
+    return store_paths(str(path))
 
 
 def _apply(agent: Agent, tool_filter: ToolFilter | None) -> None:

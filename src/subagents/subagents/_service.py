@@ -2,15 +2,15 @@
 
 Every start is validated in a fixed order before any child exists: the definition's tools,
 provider, capabilities, depth (from the parent's persisted depth and its subtree's cap), name
-(reserved synchronously), working directory. Only then does the provider create the child; the
-creator's catalog entry commits the name. `subagent/start` and `subagent/end` are emitted in
+(reserved synchronously), working directory (canonical, and inside the parent's workspace unless
+the parent runs unconfined). Only then does the provider create the child; the creator's
+catalog entry commits the name. `subagent/start` and `subagent/end` are emitted in
 pairs, start first. The service also keeps each agent's profile (definition, tool scope, depth
 cap), so a child never gets more than its parent.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import itertools
 import logging
@@ -73,6 +73,7 @@ class Admission:
     name: str
     full_name: str
     cwd: str
+    """Where the child works: resolved against the parent's cwd, canonical once checked."""
     depth: int
     tool_filter: ToolFilter | None
     profile: AgentProfile | None = None
@@ -84,6 +85,8 @@ class Admission:
     """Whether the child was counted against a children budget (given back if not launched)."""
     output_schema: JsonObject | None = None
     """The schema its caller asked it to answer with (beats its definition's)."""
+    requested_cwd: str | None = None
+    """The cwd as its caller spelled it (None: the parent's), for a refusal's message."""
 
 
 def output_schema(admission: Admission) -> JsonObject | None:
@@ -93,10 +96,6 @@ def output_schema(admission: Admission) -> JsonObject | None:
     profile = admission.profile
     definition = profile.definition if profile is not None else None
     return definition.output_schema if definition is not None else None
-
-
-def _accessible_dir(path: str) -> str | None:
-    return os.path.realpath(path) if os.path.isdir(path) else None
 
 
 def _own_model(definition: AgentDefinition | None) -> str | None:
@@ -327,6 +326,7 @@ class SubagentService:
             model_spec=model_spec or _own_model(definition) or self.model_specs.get(parent.id),
             counted=counted,
             output_schema=output_schema,
+            requested_cwd=cwd or None,
         )
 
     def _check_depth(self, parent: Agent, depth: int, max_depth: int | None) -> None:
@@ -409,18 +409,18 @@ class SubagentService:
     async def check_cwd(self, admission: Admission) -> Admission:
         """The admission with its cwd canonical (its workspace root; symlinks resolved).
 
-        A cwd that is not an accessible directory is refused (`INVALID_CWD`).
+        A cwd outside the parent's workspace is refused (`CWD_OUTSIDE_WORKSPACE`) unless the
+        parent runs under `danger-full-access`; one that is not an accessible directory is
+        refused (`INVALID_CWD`). The caller gives the admission back (`cancel`) on a refusal.
         """
-        if admission.cwd == admission.parent.session.header.cwd:
+        parent = admission.parent
+        if admission.cwd == parent.session.header.cwd:
             return admission
-        canonical = await asyncio.to_thread(_accessible_dir, admission.cwd)
-        if canonical is not None:
-            return dataclasses.replace(admission, cwd=canonical)
-        raise SubagentError(
-            f"cwd {admission.cwd} is not an accessible directory; give an existing "
-            "directory or omit cwd to use yours",
-            code=ErrorCode.INVALID_CWD,
+        # The runtime decides (it knows the parent's file policy), off the event loop.
+        canonical = await self.runtime.child_cwd(
+            parent, admission.cwd, asked=admission.requested_cwd
         )
+        return dataclasses.replace(admission, cwd=canonical)
 
     async def open_model(self, admission: Admission) -> Model:
         """The child's model: its definition's (opened once per runtime), else its parent's."""

@@ -79,8 +79,9 @@ def _parameters(*, inherits: bool, background: bool, agents: Sequence[str] = ())
         "cwd": {
             "type": "string",
             "description": (
-                "The child's working directory; relative paths start from yours. Omit it to "
-                "share yours."
+                "The child's working directory, which becomes its workspace: a directory "
+                "inside your workspace (relative paths start from your cwd). Omit it to share "
+                "yours."
             ),
         },
     }
