@@ -7,11 +7,12 @@ the host's network namespace. This classic-BPF program, applied under both backe
 takes it with `--seccomp FD`, the Landlock launcher installs it itself), closes that:
 
 - `socket()` of any family but AF_UNIX fails with EAFNOSUPPORT (inet, inet6, netlink, packet,
-  vsock, ...); an AF_UNIX datagram socket fails with EACCES (an unconnected datagram socket
-  can `sendto` any pathname socket);
+  vsock, ...); `socket()` and `socketpair()` of an AF_UNIX type other than stream and
+  seqpacket fail with EACCES: a datagram socket (SOCK_RAW is one too, for AF_UNIX) can
+  `sendto` any pathname socket, even one of a connected pair;
 - `connect()` fails with EACCES: with the families above gone, it could only reach a unix
-  listener by path or in the abstract namespace. `socketpair()` still works, so a run can talk
-  to its host over the socket pair it inherits;
+  listener by path or in the abstract namespace. A stream `socketpair()` still works, so a
+  run can talk to its host over the socket pair it inherits;
 - io_uring (`io_uring_setup`, `_enter`, `_register`) fails with ENOSYS: its ring can open
   and connect sockets without passing through the calls above;
 - creating a user namespace (`clone` or `unshare` with CLONE_NEWUSER) fails with EPERM, and
@@ -63,6 +64,7 @@ class SeccompArch:
     audit_arch: int
     x32_bit: bool
     socket: int
+    socketpair: int
     connect: int
     clone: int
     clone3: int
@@ -75,6 +77,7 @@ _ARCHES = {
         audit_arch=0xC000003E,
         x32_bit=True,
         socket=41,
+        socketpair=53,
         connect=42,
         clone=56,
         clone3=435,
@@ -85,6 +88,7 @@ _ARCHES = {
         audit_arch=0xC00000B7,
         x32_bit=False,
         socket=198,
+        socketpair=199,
         connect=203,
         clone=220,
         clone3=435,
@@ -156,6 +160,7 @@ def filter_program() -> bytes | None:
     if arch.x32_bit:
         p.jump(_JGE_K, _X32_SYSCALL_BIT, then="enosys")
     p.jump(_JEQ_K, arch.socket, then="socket")
+    p.jump(_JEQ_K, arch.socketpair, then="socket")
     p.jump(_JEQ_K, arch.connect, then="eacces")
     p.jump(_JEQ_K, arch.clone, then="namespaces")
     p.jump(_JEQ_K, arch.unshare, then="namespaces")
@@ -169,11 +174,13 @@ def filter_program() -> bytes | None:
     p.label("unix")
     p.load(_ARG1)
     p.mask(_SOCK_TYPE_MASK)
-    p.jump(_JEQ_K, socket.SOCK_DGRAM, then="eacces")
-    p.ret(_RET_ALLOW)
+    p.jump(_JEQ_K, socket.SOCK_STREAM, then="allow")
+    p.jump(_JEQ_K, socket.SOCK_SEQPACKET, then="allow", otherwise="eacces")
     p.label("namespaces")
     p.load(_ARG0)
     p.jump(_JSET_K, _CLONE_NEWUSER, then="eperm")
+    p.ret(_RET_ALLOW)
+    p.label("allow")
     p.ret(_RET_ALLOW)
     p.label("kill")
     p.ret(_RET_KILL_PROCESS)
