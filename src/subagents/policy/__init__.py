@@ -1,13 +1,16 @@
 """Sandbox policy: modes, their resolution, and confined process launch (DESIGN.md 4.6).
 
 Under `read-only` and `workspace-write` a run is confined by bubblewrap, or by Landlock where
-bubblewrap cannot run, and sees only the system directories, the Python installation and venv,
-this package, the workspace (writable under `workspace-write`), its cwd and the caller's
-`readable` paths: $HOME and $SUBAGENTS_HOME (every tenant's log) are not visible. When neither
-backend works, `spawn` refuses with `SandboxUnavailable` ("cannot enforce the <mode> file
-policy"); it never runs unconfined. In every mode, `danger-full-access` included: an emptied
-environment, rlimits, a bounded number of processes, its own session and process group, no
-network when confined, and `kill()` ends every process of the run.
+bubblewrap cannot run, and sees only the system directories (less the /etc entries strangers
+cannot read), the Python installation and venv, this package, the workspace (writable under
+`workspace-write`), its cwd, its private directory and the caller's `readable` paths: $HOME,
+$SUBAGENTS_HOME (every tenant's log) and the store are not visible. A seccomp filter leaves it
+no socket to anything outside. When neither backend works, or the one that does cannot keep a
+hidden path hidden, `spawn` refuses with `SandboxUnavailable` ("cannot enforce the <mode>
+file policy"); it never runs unconfined or weaker. In every mode, `danger-full-access`
+included: an emptied environment, rlimits, a bounded number of processes, its own session and
+process group, and `kill()` ends every process of the run. `danger-full-access` keeps the
+host's file system and network.
 """
 
 from ._confine import Confinement as Confinement, confinement as confinement

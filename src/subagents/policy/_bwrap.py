@@ -12,11 +12,11 @@ masked only where they would otherwise be visible: a directory by an empty read-
 file by /dev/null. A masked path inside a writable directory is pinned: every directory between
 the writable root and the mask is bound onto itself, so inside the run it is a mount point,
 which cannot be renamed or removed (EBUSY). Without that, `mv db db-moved` would carry the
-store out from under its mask for the next run. A name that must stay hidden but does not
+store out from under its mask for the next run. A file of a hidden directory that does not
 exist yet inside a writable directory (`state.db-journal` beside a store in the workspace
-root) is masked too: bubblewrap creates an empty placeholder on the host to mount /dev/null
-on, which SQLite ignores (an empty journal is never hot), so the run cannot create the real
-one.
+root, the directory being hidden too) is masked as well: bubblewrap creates an empty
+placeholder on the host to mount /dev/null on, which SQLite ignores (an empty journal is never
+hot), so the run cannot create the real one.
 """
 
 from __future__ import annotations
@@ -95,7 +95,13 @@ class BwrapView:
             if kind == "rw" or (kind == "ro") != visible:
                 chosen.append((path, kind))
         for path in self.must_hide:
-            if not os.path.lexists(path) and self._writable_at(os.path.dirname(path), chosen):
+            parent = os.path.dirname(path)
+            # a missing file of a hidden directory (a store's -journal): a placeholder is made
+            if (
+                parent in self.must_hide
+                and not os.path.lexists(path)
+                and self._writable_at(parent, chosen)
+            ):
                 chosen.append((path, "hide-file"))
         return chosen
 
