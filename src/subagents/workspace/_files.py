@@ -3,6 +3,11 @@
 The tools run these in a worker thread (`asyncio.to_thread`), so the event loop never blocks on
 the disk. Every function checks the call's `Access` before it touches anything, so a refused call
 leaves the file system as it was.
+
+Each call resolves, checks and opens its file in one walk (`_walk.open_walked`), then does all
+its work through that one fd. A concurrent rename can therefore not swap the file between the
+check and the use. Writes open without `O_TRUNC`: the open file is first checked for other hard
+links (`Access.check_file`), and only then truncated and written.
 """
 
 from __future__ import annotations
@@ -10,12 +15,12 @@ from __future__ import annotations
 import io
 import os
 import re
-import stat
 from collections.abc import Iterator
 from typing import BinaryIO, TextIO
 
 from ..errors import ErrorCode, ToolError
-from ._paths import Access, os_error
+from ._paths import Access
+from ._walk import open_walked
 
 __all__ = [
     "EDIT_MAX_BYTES",
@@ -23,7 +28,6 @@ __all__ = [
     "READ_MAX_CHARS",
     "READ_MAX_LINE_CHARS",
     "edit_text",
-    "open_regular",
     "read_text",
     "write_text",
 ]
@@ -39,28 +43,6 @@ EDIT_MAX_BYTES = 10_000_000
 SNIFF_BYTES = 8192
 """A NUL byte in this many leading bytes marks a file as binary."""
 _BARE_LF = re.compile(r"(?<!\r)\n")
-
-
-def open_regular(real: str, shown: str) -> BinaryIO:
-    """Open an existing regular file for reading.
-
-    Non-blocking, so a FIFO cannot hang the call, and without following a final symlink, so
-    the canonical path cannot be swapped for a link after the check.
-    """
-    try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise os_error(exc, shown) from exc
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError as exc:  # pragma: no cover - fstat of a just-opened fd does not fail
-        os.close(fd)
-        raise os_error(exc, shown) from exc
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-        raise ToolError(f"{shown!r} is {kind}", code=ErrorCode.NOT_A_FILE, path=real)
-    return os.fdopen(fd, "rb")
 
 
 def is_binary(head: bytes) -> bool:
@@ -94,33 +76,41 @@ def read_text(access: Access, path: str, *, offset: int, limit: int) -> str:
         )
     if limit < 1:
         raise ToolError(f"limit must be 1 or more, got {limit}", code=ErrorCode.INVALID_ARGS)
-    real = access.resolve(path)
-    access.check_read(path, real)
-    shown = access.show(real)
+    check = access.check("read", path)
+    flags = os.O_RDONLY | os.O_NONBLOCK  # a FIFO swapped in after the check cannot hang it
+    try:
+        with open_walked(access.absolute(path), flags, check=check, regular=True) as opened:
+            access.check_file("read", path, opened.path, os.fstat(opened.fd))
+            with os.fdopen(opened.fd, "rb", closefd=False) as raw:
+                return _numbered(raw, access.show(opened.path), opened.path, offset, limit)
+    except OSError as exc:
+        raise check.error(exc) from exc
+
+
+def _numbered(raw: BinaryIO, shown: str, real: str, offset: int, limit: int) -> str:
     start = max(offset, 1)
-    with open_regular(real, shown) as raw:
-        if is_binary(raw.read(SNIFF_BYTES)):
-            raise ToolError(
-                f"{shown!r} looks like a binary file (it contains NUL bytes); read_file shows "
-                "text only",
-                code=ErrorCode.BINARY_FILE,
-                path=real,
-            )
-        raw.seek(0)
-        text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
-        out: list[str] = []
-        size = 0
-        number = 0
-        more = False
-        for number, (line, cut) in enumerate(_lines(text), 1):
-            if number < start:
-                continue
-            entry = f"{number:6}\t{line}" + (" … [line truncated]" if cut else "")
-            if len(out) >= limit or size + len(entry) + 1 > READ_MAX_CHARS:
-                more = True
-                break
-            out.append(entry)
-            size += len(entry) + 1
+    if is_binary(raw.read(SNIFF_BYTES)):
+        raise ToolError(
+            f"{shown!r} looks like a binary file (it contains NUL bytes); read_file shows "
+            "text only",
+            code=ErrorCode.BINARY_FILE,
+            path=real,
+        )
+    raw.seek(0)
+    text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+    out: list[str] = []
+    size = 0
+    number = 0
+    more = False
+    for number, (line, cut) in enumerate(_lines(text), 1):
+        if number < start:
+            continue
+        entry = f"{number:6}\t{line}" + (" … [line truncated]" if cut else "")
+        if len(out) >= limit or size + len(entry) + 1 > READ_MAX_CHARS:
+            more = True
+            break
+        out.append(entry)
+        size += len(entry) + 1
     if not out:
         if number == 0:
             return f"({shown} is empty)"
@@ -133,9 +123,7 @@ def read_text(access: Access, path: str, *, offset: int, limit: int) -> str:
 
 def write_text(access: Access, path: str, content: str) -> str:
     """`write_file`: create or overwrite a file (and its missing parent directories)."""
-    real = access.resolve(path)
-    access.check_write(path, real)
-    shown = access.show(real)
+    target = access.absolute(path)
     try:
         data = content.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -143,48 +131,32 @@ def write_text(access: Access, path: str, content: str) -> str:
             f"content is not valid Unicode text ({exc.reason} at index {exc.start})",
             code=ErrorCode.INVALID_ARGS,
         ) from exc
+    check = access.check("write", path)
+    flags = os.O_WRONLY | os.O_NONBLOCK  # no O_TRUNC: the file is checked before it changes
     try:
-        existing = os.lstat(real)
-    except FileNotFoundError:
-        existed = False
+        with open_walked(
+            target, flags, check=check, create=True, make_parents=True, regular=True
+        ) as opened:
+            access.check_file("write", path, opened.path, os.fstat(opened.fd))
+            _replace_content(opened.fd, data)
+            created, real = opened.created, opened.path
     except OSError as exc:
-        raise os_error(exc, shown) from exc
-    else:
-        existed = True
-        if not stat.S_ISREG(existing.st_mode):
-            kind = "a directory" if stat.S_ISDIR(existing.st_mode) else "not a regular file"
-            raise ToolError(f"{shown!r} is {kind}", code=ErrorCode.NOT_A_FILE, path=real)
-    parent = os.path.dirname(real)
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except FileExistsError as exc:
-        raise ToolError(
-            f"cannot create {shown!r}: a parent path exists and is not a directory",
-            code=ErrorCode.NOT_A_DIRECTORY,
-            path=real,
-        ) from exc
-    except OSError as exc:
-        raise os_error(exc, shown) from exc
-    _write_all(real, shown, data)
-    verb = "overwrote" if existed else "created"
-    return f"{verb} {shown} ({len(data)} bytes, {_count_lines(content)} lines)"
+        raise check.error(exc) from exc
+    verb = "created" if created else "overwrote"
+    return f"{verb} {access.show(real)} ({len(data)} bytes, {_count_lines(content)} lines)"
 
 
 def _count_lines(content: str) -> int:
     return content.count("\n") + (0 if not content or content.endswith("\n") else 1)
 
 
-def _write_all(real: str, shown: str, data: bytes) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(real, flags, 0o666)
-    except OSError as exc:
-        raise os_error(exc, shown) from exc
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-    except OSError as exc:
-        raise os_error(exc, shown) from exc
+def _replace_content(fd: int, data: bytes) -> None:
+    """Make `data` the whole content of the open file `fd`."""
+    os.ftruncate(fd, 0)
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], done)
 
 
 def edit_text(
@@ -201,11 +173,26 @@ def edit_text(
             "old_string and new_string are identical; the edit would change nothing",
             code=ErrorCode.INVALID_ARGS,
         )
-    real = access.resolve(path)
-    access.check_write(path, real)
-    shown = access.show(real)
-    with open_regular(real, shown) as handle:
-        data = handle.read(EDIT_MAX_BYTES + 1)
+    check = access.check("write", path)
+    flags = os.O_RDWR | os.O_NONBLOCK  # read and rewrite through one fd
+    try:
+        with open_walked(access.absolute(path), flags, check=check, regular=True) as opened:
+            access.check_file("write", path, opened.path, os.fstat(opened.fd))
+            with os.fdopen(opened.fd, "rb", closefd=False) as handle:
+                data = handle.read(EDIT_MAX_BYTES + 1)
+            shown = access.show(opened.path)
+            encoded, count = _edited(data, shown, opened.path, old_string, new_string, replace_all)
+            _replace_content(opened.fd, encoded)
+    except OSError as exc:
+        raise check.error(exc) from exc
+    noun = "occurrence" if count == 1 else "occurrences"
+    return f"edited {shown}: replaced {count} {noun}"
+
+
+def _edited(
+    data: bytes, shown: str, real: str, old_string: str, new_string: str, replace_all: bool
+) -> tuple[bytes, int]:
+    """The file's new bytes and how many occurrences were replaced, or the reason why not."""
     if len(data) > EDIT_MAX_BYTES:
         raise ToolError(
             f"{shown!r} is larger than {EDIT_MAX_BYTES} bytes; edit_file rewrites whole files "
@@ -249,6 +236,4 @@ def edit_text(
         raise ToolError(
             f"new_string is not valid Unicode text ({exc.reason})", code=ErrorCode.INVALID_ARGS
         ) from exc
-    _write_all(real, shown, encoded)
-    noun = "occurrence" if count == 1 else "occurrences"
-    return f"edited {shown}: replaced {count} {noun}"
+    return encoded, count

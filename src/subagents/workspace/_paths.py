@@ -1,8 +1,12 @@
-"""Where a tool may read and write: path resolution and the per-mode file rules.
+"""Where a tool may read and write: the per-mode file rules, applied to walked paths.
 
-Every path is resolved against the calling agent's working directory and canonicalized with
-`realpath` before it is checked, so neither `..` nor a symlink can lead a call out of bounds; the
-tools then operate on the canonical path.
+A path is resolved by walking it one component at a time from `/`, holding directory fds
+(`_walk.py`). The rules below are checked on the canonical path the walk produced, and the
+file is then opened relative to the fd of its parent. A concurrent rename that swaps a
+directory for a symlink therefore cannot redirect an open that was already checked; neither
+`..` nor a symlink can lead a call out of bounds. Two more checks need the open file itself
+(`check_file`): a write to a file with other hard links is refused, because those names may lie
+outside the workspace, and a hidden store file opened under another name is refused too.
 
 The rules (checked in the tools themselves, on top of the OS sandbox that confines `bash`):
 
@@ -12,23 +16,30 @@ The rules (checked in the tools themselves, on top of the OS sandbox that confin
 - Under both confined modes, reads are allowed under the workspace root and anywhere else the
   confined process could see, except the hidden places: `$HOME` (unless the path is inside the
   workspace, which often lives under `$HOME`), `/proc` (the host process's environment holds
-  credentials) and the store: `$SUBAGENTS_HOME` and the directory of `$SUBAGENTS_STORE`. The
-  store stays hidden, for reading and for writing, even when it lies inside the workspace,
-  because it holds every tenant's log; it is visible only when it contains the workspace.
+  credentials) and the store: `$SUBAGENTS_HOME`, the directory of `$SUBAGENTS_STORE` and the
+  policy's `hidden` entries (the store's directory and its files). The store stays hidden, for
+  reading and for writing, even when it lies inside the workspace, because it holds every
+  tenant's log. The one exception is an entry that contains the workspace: it hides nothing
+  inside the workspace. A store directory that contains the workspace thus hides only its own
+  file names, which `hidden` lists one by one.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 from ..errors import ConfigError, ErrorCode, ToolError
 from ..policy import SandboxPolicy
 from ..sessions import parse_store_url
+from ._walk import MAX_LINKS, NotRegularFile, PathRaced
 
-__all__ = ["Access", "denial_marker", "os_error", "store_roots", "within"]
+__all__ = ["Access", "Check", "denial_marker", "os_error", "store_roots", "within"]
 
 
 def denial_marker(mode: str) -> str:
@@ -45,6 +56,10 @@ def within(path: str, root: str) -> bool:
 
 def _canonical(path: str) -> str:
     return os.path.normpath(os.path.realpath(path))
+
+
+def _lexical(path: str) -> str:
+    return os.path.normpath(os.path.abspath(path))
 
 
 def store_roots() -> list[str]:
@@ -83,7 +98,25 @@ class Access:
 
     @cached_property
     def _stores(self) -> list[str]:
-        return [s for s in (*store_roots(), *map(_canonical, self.policy.hidden)) if s != "/"]
+        # A hidden entry counts as spelled and as resolved: each form hides what lies under it.
+        hidden = [form for h in self.policy.hidden for form in (_canonical(h), _lexical(h))]
+        return [s for s in dict.fromkeys((*store_roots(), *hidden)) if s != "/"]
+
+    @cached_property
+    def _hidden_files(self) -> frozenset[tuple[int, int]]:
+        """(device, inode) of each hidden entry that is a regular file.
+
+        A hard link gives a file another name; its identity stays the same.
+        """
+        found: set[tuple[int, int]] = set()
+        for entry in self.policy.hidden:
+            try:
+                st = os.stat(entry, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found.add((st.st_dev, st.st_ino))
+        return frozenset(found)
 
     @cached_property
     def _home(self) -> str | None:
@@ -94,13 +127,17 @@ class Access:
     def mode(self) -> str:
         return self.policy.mode
 
-    def resolve(self, path: str, *, what: str = "path") -> str:
-        """The canonical absolute form of `path` (relative paths start at the agent's cwd)."""
+    def absolute(self, path: str, *, what: str = "path") -> str:
+        """`path` made absolute, but not resolved (relative paths start at the agent's cwd).
+
+        The result is only a string to walk (see `_walk.open_walked`): normalizing it here
+        would get `link/..` wrong, and resolving it here would be a check by name.
+        """
         if not path:
             raise ToolError(f"{what} must not be empty", code=ErrorCode.INVALID_ARGS)
         if "\0" in path:
             raise ToolError(f"{what} contains a NUL character", code=ErrorCode.INVALID_ARGS)
-        return _canonical(os.path.join(self.cwd, path))
+        return os.path.join(os.getcwd(), self.cwd, path)
 
     def show(self, real: str) -> str:
         """How a canonical path is shown to the model: relative to the cwd when inside it."""
@@ -151,6 +188,27 @@ class Access:
         if reason is not None:
             raise self._denied("write", path, real, reason)
 
+    def check(self, op: Literal["read", "write"], path: str) -> Check:
+        """The check a walk of `path` runs on each canonical path it finds (see `Check`)."""
+        return Check(self, op, path)
+
+    def check_file(self, op: str, path: str, real: str, st: os.stat_result) -> None:
+        """What only the open file can tell: its identity and, for a write, its other names.
+
+        Runs after the open and before anything is read or changed. Under `danger-full-access`
+        there is no confinement to keep.
+        """
+        if self.policy.mode == "danger-full-access":
+            return
+        if (st.st_dev, st.st_ino) in self._hidden_files:
+            raise self._denied(op, path, real, "the subagents store is hidden from agents")
+        if op == "write" and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            reason = (
+                f"the file has {st.st_nlink} hard links; writing it would also change the file "
+                "under its other names, which are outside the tool's control"
+            )
+            raise self._denied(op, path, real, reason)
+
     def _denied(self, op: str, path: str, real: str, reason: str) -> ToolError:
         target = repr(path) if path == real else f"{path!r} (resolves to {real})"
         return ToolError(
@@ -161,14 +219,57 @@ class Access:
         )
 
 
+@dataclass
+class Check:
+    """One call's policy check, run by the walk on each canonical path it reaches.
+
+    It remembers the last path it checked, so that a failure after the walk (a missing file,
+    a directory) names the file as the model should see it.
+    """
+
+    access: Access
+    op: Literal["read", "write"]
+    path: str
+    real: str | None = None
+
+    def __call__(self, real: str) -> None:
+        self.real = real
+        if self.op == "read":
+            self.access.check_read(self.path, real)
+        else:
+            self.access.check_write(self.path, real)
+
+    @property
+    def shown(self) -> str:
+        """The walked path as the model sees it, or the path as given before any walk."""
+        return self.path if self.real is None else self.access.show(self.real)
+
+    def error(self, exc: OSError) -> ToolError:
+        return os_error(exc, self.shown)
+
+
 def os_error(exc: OSError, path: str) -> ToolError:
     """A tool error for a failed file operation, with a stable code per cause."""
     reason = exc.strerror or str(exc)
     if isinstance(exc, FileNotFoundError):
         return ToolError(f"{path!r} does not exist", code=ErrorCode.FILE_NOT_FOUND, path=path)
     if isinstance(exc, IsADirectoryError):
+        return ToolError(f"{path!r} is a directory", code=ErrorCode.NOT_A_FILE, path=path)
+    if isinstance(exc, NotRegularFile):
+        return ToolError(f"{path!r} is not a regular file", code=ErrorCode.NOT_A_FILE, path=path)
+    if isinstance(exc, PathRaced):
         return ToolError(
-            f"{path!r} is a directory, not a file", code=ErrorCode.NOT_A_FILE, path=path
+            f"{path!r} kept being replaced by a symlink while it was opened; nothing was "
+            "changed, try again",
+            code=ErrorCode.FILE_ERROR,
+            path=path,
+        )
+    if exc.errno == errno.ELOOP:
+        return ToolError(
+            f"{path!r}: too many levels of symbolic links (a loop, or a chain of more than "
+            f"{MAX_LINKS})",
+            code=ErrorCode.FILE_ERROR,
+            path=path,
         )
     if isinstance(exc, NotADirectoryError):
         return ToolError(

@@ -4,6 +4,12 @@ Both walk the tree without following symlinked directories, skip `.git` director
 place the call may not read, and stop at fixed caps, saying so in their output. `grep` checks
 each file's canonical path before opening it, so a symlink inside the workspace cannot expose
 a hidden file.
+
+The walk holds an fd for every directory on the way down: it lists a directory through its fd,
+enters a subdirectory with `O_DIRECTORY | O_NOFOLLOW` relative to it, and opens each file
+relative to the fd of the directory it was listed in (a symlinked file is resolved from the
+same fds, see `_walk.py`). A directory swapped for a symlink while the walk runs is therefore
+not entered, and every path checked is the path of what is actually read.
 """
 
 from __future__ import annotations
@@ -13,11 +19,13 @@ import functools
 import io
 import os
 import re
+import stat
 from collections.abc import Iterator
 
 from ..errors import ErrorCode, ToolError
-from ._files import SNIFF_BYTES, is_binary, open_regular
+from ._files import SNIFF_BYTES, is_binary
 from ._paths import Access
+from ._walk import DirStack, open_walked
 
 __all__ = [
     "GLOB_MAX_RESULTS",
@@ -89,49 +97,77 @@ def matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
     return match(0, 0)
 
 
-def _search_root(access: Access, path: str | None) -> str:
-    given = path if path is not None else "."
-    real = access.resolve(given)
-    access.check_read(given, real)
-    if not os.path.exists(real):
-        raise ToolError(f"{given!r} does not exist", code=ErrorCode.FILE_NOT_FOUND, path=real)
-    return real
+_ROOT_FLAGS = os.O_RDONLY | os.O_NONBLOCK
+_SUBDIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+Listing = Iterator[tuple[str, DirStack, list[str], bool]]
+"""(directory, its fds from `/`, names, is_dir) for every readable directory, top down."""
 
 
-def _walk(access: Access, root: str, counter: list[int]) -> Iterator[tuple[str, list[str], bool]]:
-    """(directory, names, is_dir) for every readable entry; `counter[0]` counts entries seen."""
+def _walk(access: Access, root: str, stack: DirStack, counter: list[int]) -> Listing:
+    """Each directory's subdirectories, then its other entries; `counter[0]` counts entries.
 
-    def on_error(exc: OSError) -> None:
-        return None  # an unreadable directory is skipped, as `find` would report and go on
-
-    for directory, dirnames, filenames in os.walk(root, onerror=on_error):
-        dirnames[:] = [
-            name
-            for name in sorted(dirnames)
-            if name not in SKIPPED_DIRS
-            and access.read_denial(os.path.join(directory, name)) is None
-        ]
-        counter[0] += len(dirnames) + len(filenames)
-        yield directory, dirnames, True  # the caller may prune it: os.walk reads it back
-        yield directory, sorted(filenames), False
+    Like `os.walk` (top down, symlinked directories listed but not entered), but through fds.
+    The caller may prune the subdirectories it is given: they are entered afterwards.
+    """
+    try:
+        with os.scandir(stack[-1][1]) as listing:
+            entries = list(listing)
+    except OSError:
+        return  # an unreadable directory is skipped, as `find` would report and go on
+    dirnames: list[str] = []
+    filenames: list[str] = []
+    for entry in entries:
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        (dirnames if is_dir else filenames).append(entry.name)
+    dirnames = [
+        name
+        for name in sorted(dirnames)
+        if name not in SKIPPED_DIRS and access.read_denial(os.path.join(root, name)) is None
+    ]
+    counter[0] += len(dirnames) + len(filenames)
+    yield root, stack, dirnames, True
+    yield root, stack, sorted(filenames), False
+    for name in dirnames:
         if counter[0] >= SCAN_MAX_ENTRIES:
             return
+        try:
+            fd = os.open(name, _SUBDIR_FLAGS, dir_fd=stack[-1][1])
+        except OSError:
+            continue  # a symlink (never entered), gone since, or unreadable
+        try:
+            yield from _walk(access, os.path.join(root, name), (*stack, (name, fd)), counter)
+        finally:
+            os.close(fd)
 
 
 def glob_paths(access: Access, pattern: str, path: str | None) -> str:
     """`glob`: the paths under `path` matching `pattern`, sorted, directories ending in '/'."""
     parts = parse_glob(pattern)
-    root = _search_root(access, path)
-    if not os.path.isdir(root):
-        raise ToolError(
-            f"{access.show(root)!r} is not a directory; glob searches under a directory",
-            code=ErrorCode.NOT_A_DIRECTORY,
-            path=root,
-        )
+    given = path if path is not None else "."
+    check = access.check("read", given)
+    try:
+        with open_walked(access.absolute(given), _ROOT_FLAGS, check=check) as opened:
+            if not stat.S_ISDIR(os.fstat(opened.fd).st_mode):
+                raise ToolError(
+                    f"{access.show(opened.path)!r} is not a directory; glob searches under a "
+                    "directory",
+                    code=ErrorCode.NOT_A_DIRECTORY,
+                    path=opened.path,
+                )
+            return _glob(access, pattern, parts, opened.path, opened.as_dir())
+    except OSError as exc:
+        raise check.error(exc) from exc
+
+
+def _glob(access: Access, pattern: str, parts: tuple[str, ...], root: str, stack: DirStack) -> str:
     depth = None if "**" in parts else len(parts)
     counter = [0]
     found: list[str] = []
-    for directory, names, is_dir in _walk(access, root, counter):
+    for directory, _, names, is_dir in _walk(access, root, stack, counter):
         rel = os.path.relpath(directory, root)
         prefix = () if rel == "." else tuple(rel.split(os.sep))
         suffix = "/" if is_dir else ""
@@ -141,7 +177,7 @@ def glob_paths(access: Access, pattern: str, path: str | None) -> str:
             if matches(parts, (*prefix, name))
         )
         if is_dir and depth is not None and len(prefix) + 1 >= depth:
-            names.clear()  # nothing deeper can match; os.walk will not descend
+            names.clear()  # nothing deeper can match; the walk will not descend
     found.sort()
     lines = found[:GLOB_MAX_RESULTS]
     notes: list[str] = []
@@ -196,19 +232,23 @@ class _Grep:
     def full(self) -> bool:
         return self.total >= GREP_MAX_MATCHES
 
-    def search(self, full: str) -> None:
-        real = os.path.realpath(full)
-        if self.access.read_denial(real) is not None:
-            self.skipped += 1
-            return
-        shown = self.access.show(full)
+    def search(self, directory: str, stack: DirStack, name: str) -> None:
+        """Search file `name` of `directory` (whose fds are `stack`); skip what may not be read."""
+        full = os.path.join(directory, name)
+        check = self.access.check("read", full)
         try:
-            handle = open_regular(real, shown)
-        except ToolError:
+            with open_walked(
+                name, os.O_RDONLY | os.O_NONBLOCK, check=check, base=stack, regular=True
+            ) as opened:
+                self.access.check_file("read", full, opened.path, os.fstat(opened.fd))
+                self.scan(opened.fd, self.access.show(full))
+        except (OSError, ToolError):
             self.skipped += 1
-            return
-        with handle:
-            size = os.fstat(handle.fileno()).st_size
+
+    def scan(self, fd: int, shown: str) -> None:
+        """Search the open regular file `fd`, shown to the model as `shown`."""
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            size = os.fstat(fd).st_size
             if size > GREP_MAX_FILE_BYTES or is_binary(handle.read(SNIFF_BYTES)):
                 self.skipped += size > GREP_MAX_FILE_BYTES
                 return
@@ -225,29 +265,50 @@ class _Grep:
                         return
 
 
+def _grep_tree(
+    grep: _Grep,
+    filter_parts: tuple[str, ...] | None,
+    root: str,
+    stack: DirStack,
+    counter: list[int],
+) -> None:
+    for directory, fds, names, is_dir in _walk(grep.access, root, stack, counter):
+        if is_dir:
+            continue
+        rel = os.path.relpath(directory, root)
+        prefix = () if rel == "." else tuple(rel.split(os.sep))
+        for name in names:
+            if _wanted(filter_parts, (*prefix, name)):
+                grep.search(directory, fds, name)
+            if grep.full:
+                return
+
+
 def grep_files(access: Access, pattern: str, path: str | None, file_glob: str | None) -> str:
     """`grep`: the lines matching a Python regex, as `file:line: text`."""
     regex = _compile(pattern)
     filter_parts = _file_filter(file_glob)
-    root = _search_root(access, path)
+    given = path if path is not None else "."
+    check = access.check("read", given)
     grep = _Grep(access, regex)
     counter = [0]
-    if os.path.isdir(root):
-        for directory, names, is_dir in _walk(access, root, counter):
-            if is_dir:
-                continue
-            rel = os.path.relpath(directory, root)
-            prefix = () if rel == "." else tuple(rel.split(os.sep))
-            for name in names:
-                if _wanted(filter_parts, (*prefix, name)):
-                    grep.search(os.path.join(directory, name))
-                if grep.full:
-                    break
-            if grep.full:
-                break
-    else:
-        open_regular(root, access.show(root)).close()  # a FIFO or device is refused, not skipped
-        grep.search(root)
+    try:
+        with open_walked(access.absolute(given), _ROOT_FLAGS, check=check) as opened:
+            root = opened.path
+            st = os.fstat(opened.fd)
+            if stat.S_ISDIR(st.st_mode):
+                _grep_tree(grep, filter_parts, root, opened.as_dir(), counter)
+            elif stat.S_ISREG(st.st_mode):
+                access.check_file("read", given, root, st)
+                grep.scan(opened.fd, access.show(root))
+            else:  # a FIFO or device is refused, not skipped
+                raise ToolError(
+                    f"{access.show(root)!r} is not a regular file",
+                    code=ErrorCode.NOT_A_FILE,
+                    path=root,
+                )
+    except OSError as exc:
+        raise check.error(exc) from exc
     notes: list[str] = []
     if grep.full:
         notes.append(f"… stopped at {GREP_MAX_MATCHES} matches; narrow the pattern or the path")
