@@ -5,6 +5,8 @@ from collections.abc import Iterator
 import pytest
 from blockbuster import blockbuster_ctx
 
+from subagents.policy import confinement
+from subagents.policy._confine import BACKEND_ENV
 from subagents.testing import FakeClock
 
 
@@ -33,3 +35,28 @@ def isolated_subagents_home(
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+def force_backend(monkeypatch: pytest.MonkeyPatch, name: str) -> str:
+    """Make confined runs use backend `name`; skip (saying why) where its probe fails."""
+    monkeypatch.setenv(BACKEND_ENV, name)
+    verdict = confinement()
+    if verdict.backend is None:
+        pytest.skip(f"{name} is unusable on this machine: {verdict.detail}")
+    return name
+
+
+@pytest.fixture(params=["bwrap", "landlock"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each confinement backend in turn, forced; skipped only where its probe fails."""
+    return force_backend(monkeypatch, str(request.param))
+
+
+@pytest.fixture
+def bwrap(monkeypatch: pytest.MonkeyPatch) -> str:
+    return force_backend(monkeypatch, "bwrap")
+
+
+@pytest.fixture
+def landlock(monkeypatch: pytest.MonkeyPatch) -> str:
+    return force_backend(monkeypatch, "landlock")

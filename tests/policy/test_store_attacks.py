@@ -29,11 +29,9 @@ from subagents.policy import (
     CommandResult,
     SandboxMode,
     SandboxPolicy,
-    confinement,
     run_command,
     spawn,
 )
-from subagents.policy._confine import BACKEND_ENV
 
 CONFINED: list[SandboxMode] = ["read-only", "workspace-write"]
 
@@ -52,24 +50,6 @@ mv db/state.db-shm db/moved-shm 2>&1; echo "rename: $?"
 mv db db-moved 2>&1; echo "mv: $?"
 rm -rf db 2>&1; echo "rm: $?"
 """
-
-
-def _force(monkeypatch: pytest.MonkeyPatch, name: str) -> str:
-    monkeypatch.setenv(BACKEND_ENV, name)
-    verdict = confinement()
-    if verdict.backend is None:
-        pytest.skip(f"{name} is unusable on this machine: {verdict.detail}")
-    return name
-
-
-@pytest.fixture
-def bwrap(monkeypatch: pytest.MonkeyPatch) -> str:
-    return _force(monkeypatch, "bwrap")
-
-
-@pytest.fixture
-def landlock(monkeypatch: pytest.MonkeyPatch) -> str:
-    return _force(monkeypatch, "landlock")
 
 
 async def hidden_store(db: Path) -> tuple[str, ...]:

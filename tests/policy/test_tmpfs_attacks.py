@@ -18,23 +18,13 @@ import pytest
 from attack_scripts import CREATE, FILL
 from sandbox_support import World, py
 
-from subagents.policy import Limits, SandboxMode, confinement, run_command
-from subagents.policy._confine import BACKEND_ENV
+from subagents.policy import Limits, SandboxMode, run_command
 
 MIB = 1024 * 1024
 PAGE = os.sysconf("SC_PAGE_SIZE")
 CAP_MB = 8
 CONFINED: list[SandboxMode] = ["read-only", "workspace-write"]
 TEMP_PLACES = ["/tmp", "$TMPDIR", "/dev/shm"]
-
-
-@pytest.fixture
-def bwrap(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv(BACKEND_ENV, "bwrap")
-    verdict = confinement()
-    if verdict.backend is None:
-        pytest.skip(f"bwrap is unusable on this machine: {verdict.detail}")
-    return "bwrap"
 
 
 def test_tmpfs_mb_defaults_to_256() -> None:

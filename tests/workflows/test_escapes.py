@@ -27,7 +27,7 @@ from workflow_support import META, Gates, Recorder, guest_processes, run_to_end
 import subagents
 from subagents.core import Agent
 from subagents.messages import JsonValue
-from subagents.policy import Limits, SandboxMode, confinement
+from subagents.policy import Limits, SandboxMode
 from subagents.policy._confine import BACKEND_ENV
 from subagents.testing import FakeClock, RecordingModel
 from subagents.workflows import (
@@ -151,17 +151,6 @@ await agent('hold')
 """
 
 HOLD = "agent-1: [{calls: [{tool: hold, args: {label: h}}]}, {text: released}]"
-
-
-@pytest.fixture(params=["bwrap", "landlock"])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each confinement backend in turn, forced; skipped only where its probe fails."""
-    name: str = request.param
-    monkeypatch.setenv(BACKEND_ENV, name)
-    verdict = confinement()
-    if verdict.backend is None:
-        pytest.skip(f"{name} is unusable on this machine: {verdict.detail}")
-    return name
 
 
 @pytest.fixture

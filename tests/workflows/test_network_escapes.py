@@ -21,7 +21,7 @@ from sandbox_support import World, make_world
 from workflow_support import META, guest_processes, run_to_end
 
 import subagents
-from subagents.policy import Limits, SandboxMode, confinement
+from subagents.policy import Limits, SandboxMode
 from subagents.policy._confine import BACKEND_ENV
 from subagents.testing import FakeClock, RecordingModel
 from subagents.workflows import (
@@ -32,17 +32,6 @@ from subagents.workflows import (
 )
 
 CONFINED: list[SandboxMode] = ["read-only", "workspace-write"]
-
-
-@pytest.fixture(params=["bwrap", "landlock"])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each confinement backend in turn, forced; skipped only where its probe fails."""
-    name: str = request.param
-    monkeypatch.setenv(BACKEND_ENV, name)
-    verdict = confinement()
-    if verdict.backend is None:
-        pytest.skip(f"{name} is unusable on this machine: {verdict.detail}")
-    return name
 
 
 @pytest.fixture

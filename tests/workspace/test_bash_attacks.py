@@ -17,22 +17,10 @@ import pytest
 from attack_scripts import NETWORK, SENDERS, HostListeners, host_listeners
 from workspace_support import Box
 
-from subagents.policy import SandboxMode, confinement
-from subagents.policy._confine import BACKEND_ENV
+from subagents.policy import SandboxMode
 
 CONFINED: list[SandboxMode] = ["read-only", "workspace-write"]
 PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
-
-
-@pytest.fixture(params=["bwrap", "landlock"])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each confinement backend in turn, forced; skipped only where its probe fails."""
-    name = str(request.param)
-    monkeypatch.setenv(BACKEND_ENV, name)
-    verdict = confinement()
-    if verdict.backend is None:
-        pytest.skip(f"{name} is unusable on this machine: {verdict.detail}")
-    return name
 
 
 def unix_command(box: Box, listeners: HostListeners, senders: tuple[str, ...] = SENDERS) -> str:
