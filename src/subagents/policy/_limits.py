@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ..errors import ConfigError, ErrorCode
 from ._modes import SandboxMode
 
 __all__ = ["Limits", "ProcessBound", "SandboxFacts"]
@@ -32,6 +33,30 @@ class Limits:
     file_size_mb: int = 64
     processes: int = 64
     tmpfs_mb: int = 256
+
+    def __post_init__(self) -> None:
+        for name in (
+            "cpu_seconds",
+            "address_space_mb",
+            "open_files",
+            "file_size_mb",
+            "processes",
+            "tmpfs_mb",
+        ):
+            value: object = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(
+                    f"Limits.{name} must be a whole number of at least 1, got {value!r}",
+                    code=ErrorCode.USAGE,
+                    field=name,
+                )
+        wall = self.wall_seconds
+        if wall is not None and (isinstance(wall, bool) or not wall > 0):
+            raise ConfigError(
+                f"Limits.wall_seconds must be above 0 or None, got {wall!r}",
+                code=ErrorCode.USAGE,
+                field="wall_seconds",
+            )
 
     def rlimits(self) -> dict[str, int]:
         """The rlimits the launcher sets, by `resource` constant name."""
