@@ -4,6 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CODE := $(wildcard src tests examples bench)
+COVERAGE_FLOOR := 85
 
 .PHONY: install sandbox-deps demo check format lint typecheck test bench clean
 
@@ -39,8 +40,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/pyright
 
+# Coverage of the in-process code (confined subprocesses, such as the launcher and the workflow
+# guest, are tested by running them, and are not measured); the floor only goes up.
 test: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/coverage run -m pytest
+	@total=$$($(BIN)/coverage report --format=total) && echo "coverage: $$total% (floor $(COVERAGE_FLOOR)%)" \
+	  && [ "$$total" -ge $(COVERAGE_FLOOR) ]
 
 check: lint typecheck test
 
