@@ -156,10 +156,11 @@ BAD = [
     case("grep", {"pattern": "x", "glob": 3}, "Error: invalid arguments: glob: 3 is not valid "
          "under any of the given schemas", ErrorCode.INVALID_ARGS, id="grep-glob-int"),
     case("grep", {"pattern": "(unclosed"}, "Error: invalid regular expression '(unclosed': "
-         "missing ), unterminated subpattern at position 0 (Python `re` syntax)",
+         "missing ): (unclosed (grep uses RE2 syntax)",
          ErrorCode.INVALID_PATTERN, id="grep-bad-regex"),
-    case("grep", {"pattern": "*x"}, "Error: invalid regular expression '*x': nothing to repeat "
-         "at position 0 (Python `re` syntax)", ErrorCode.INVALID_PATTERN, id="grep-bad-repeat"),
+    case("grep", {"pattern": "*x"}, "Error: invalid regular expression '*x': no argument for "
+         "repetition operator: * (grep uses RE2 syntax)", ErrorCode.INVALID_PATTERN,
+         id="grep-bad-repeat"),
     case("grep", {"pattern": "x", "glob": "/abs/*.py"}, "Error: invalid glob '/abs/*.py': it is "
          "absolute; give the directory as `path` and a relative pattern",
          ErrorCode.INVALID_PATTERN, id="grep-bad-glob"),

@@ -276,15 +276,24 @@ async def run_command(
     env: Mapping[str, str] | None = None,
     readable: Sequence[str] = (),
     hidden: Sequence[str] = (),
+    pass_fds: Sequence[int] = (),
 ) -> CommandResult:
     """Run `argv` to completion under `policy` and capture its output.
 
     At most `max_output` bytes of each stream are kept (`truncated` says so); past `timeout`
-    (or `limits.wall_seconds`, the smaller) every process of the run is killed.
+    (or `limits.wall_seconds`, the smaller) every process of the run is killed. `pass_fds` are
+    inherited by the run (the caller keeps and closes its own copies).
     """
     bounds = [t for t in (timeout, limits.wall_seconds) if t is not None]
     proc = await spawn(
-        argv, policy=policy, cwd=cwd, limits=limits, env=env, readable=readable, hidden=hidden
+        argv,
+        policy=policy,
+        cwd=cwd,
+        limits=limits,
+        env=env,
+        readable=readable,
+        hidden=hidden,
+        pass_fds=pass_fds,
     )
     out, err = _Capture(max_output), _Capture(max_output)
     timed_out = False

@@ -5,20 +5,29 @@ The command runs through `policy.run_command`, confined exactly like a workflow 
 network, an emptied environment, resource limits and a bounded number of processes; in every
 mode it runs in its own process group and every process it started is killed when it ends or
 times out, so nothing it leaves in the background survives the call.
+
+The command's text does not travel in argv, where Linux caps one argument at 128 KiB: it is
+written to a memfd passed to bash as an extra fd. A fixed `-c` script reads it from that fd
+into a variable with the `read` builtin, closes the fd and `eval`s the text, so `$0`, the `-c`
+mode and its options, the exit status and an empty stdin are those of `bash -c COMMAND`; only
+the prefix of bash's own error messages reads `eval:` instead of `-c:`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+from collections.abc import Sequence
 
 from ..errors import ErrorCode, ToolError
 from ..policy import CommandResult, run_command
 from ..tools import ToolResult
-from ._paths import Access, denial_marker, store_roots
+from ._paths import Access, denial_marker, require_text, store_roots
 
 __all__ = [
     "BASH_DEFAULT_TIMEOUT_MS",
+    "BASH_MAX_COMMAND_BYTES",
     "BASH_MAX_OUTPUT_BYTES",
     "BASH_MAX_STREAM_CHARS",
     "BASH_MAX_TIMEOUT_MS",
@@ -29,7 +38,17 @@ __all__ = [
 BASH_DEFAULT_TIMEOUT_MS = 120_000
 BASH_MAX_TIMEOUT_MS = 600_000
 BASH_MAX_OUTPUT_BYTES = 1_000_000
-"""What `run_command` keeps of each stream; the rest is discarded."""
+"""What a run keeps of each stream; the rest is discarded."""
+BASH_MAX_COMMAND_BYTES = 1 << 20
+"""The longest command accepted, in UTF-8 bytes (1 MiB); a longer one is refused unrun."""
+
+# Run as `bash -c`: read the command from fd {fd} (the whole fd: no NUL can end it early, since
+# commands with NUL are refused), close that fd, then drop the variable inside the `eval`d text
+# itself, on its first line, so the command sees neither and its line numbers stay its own.
+_RUNNER = (
+    'IFS= read -r -d "" -u {fd} __subagents_command; exec {fd}<&-; '
+    'eval "unset -v __subagents_command; $__subagents_command"'
+)
 BASH_MAX_STREAM_CHARS = 30_000
 """What the model sees of each stream: its head and its tail, with the middle elided."""
 
@@ -78,11 +97,19 @@ def render_command(result: CommandResult, *, mode: str, timeout_ms: int) -> Tool
 
 
 async def run_bash(access: Access, command: str, timeout_ms: int) -> ToolResult:
-    """`bash`: run `command` with `/bin/bash -c` in the agent's cwd, confined by its policy."""
+    """`bash`: run `command` as `/bin/bash -c` would, in the agent's cwd, confined by its policy."""
     if not command.strip():
         raise ToolError("command must not be empty", code=ErrorCode.INVALID_ARGS)
     if "\0" in command:
         raise ToolError("command contains a NUL character", code=ErrorCode.INVALID_ARGS)
+    require_text("command", command)
+    text = command.encode("utf-8")
+    if len(text) > BASH_MAX_COMMAND_BYTES:
+        raise ToolError(
+            f"command is {len(text)} bytes, more than the {BASH_MAX_COMMAND_BYTES} allowed; write "
+            "a long script to a file with write_file and run that file instead",
+            code=ErrorCode.INVALID_ARGS,
+        )
     timeout_ms = int(timeout_ms)
     if not 1 <= timeout_ms <= BASH_MAX_TIMEOUT_MS:
         raise ToolError(
@@ -91,12 +118,39 @@ async def run_bash(access: Access, command: str, timeout_ms: int) -> ToolResult:
         )
     # The OS sandbox hides $HOME and $SUBAGENTS_HOME itself; an explicit store path is added.
     hidden = await asyncio.to_thread(store_roots)
-    result = await run_command(
-        ["/bin/bash", "-c", command],
-        policy=access.policy,
-        cwd=access.cwd,
-        timeout=timeout_ms / 1000,
-        max_output=BASH_MAX_OUTPUT_BYTES,
-        hidden=hidden,
-    )
+    result = await _run(access, text, seconds=timeout_ms / 1000, hidden=hidden)
     return render_command(result, mode=access.mode, timeout_ms=timeout_ms)
+
+
+def _command_fd(text: bytes) -> int:
+    """A memfd holding `text`, positioned at its start (close-on-exec; `pass_fds` clears that)."""
+    fd = os.memfd_create("bash-command", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(text)
+        done = 0
+        while done < len(view):
+            done += os.write(fd, view[done:])
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+async def _run(
+    access: Access, text: bytes, *, seconds: float, hidden: Sequence[str]
+) -> CommandResult:
+    """Run the runner script confined, with the command's memfd passed to it."""
+    fd = await asyncio.to_thread(_command_fd, text)
+    try:
+        return await run_command(
+            ["/bin/bash", "-c", _RUNNER.format(fd=fd)],
+            policy=access.policy,
+            cwd=access.cwd,
+            timeout=seconds,
+            max_output=BASH_MAX_OUTPUT_BYTES,
+            hidden=hidden,
+            pass_fds=(fd,),
+        )
+    finally:
+        os.close(fd)  # the run holds its own copy, which the runner closes before the command

@@ -39,12 +39,39 @@ from ..policy import SandboxPolicy
 from ..sessions import parse_store_url
 from ._walk import MAX_LINKS, NotRegularFile, PathRaced
 
-__all__ = ["Access", "Check", "denial_marker", "os_error", "store_roots", "within"]
+__all__ = [
+    "Access",
+    "Check",
+    "denial_marker",
+    "os_error",
+    "require_text",
+    "store_roots",
+    "within",
+]
 
 
 def denial_marker(mode: str) -> str:
     """The marker every refusal carries, as the sandbox spec words it."""
     return f"[sandbox: file access denied under {mode} mode]"
+
+
+def require_text(what: str, value: str) -> None:
+    """Refuse a string argument holding a lone surrogate, which is not encodable text.
+
+    JSON can spell one (a `u` escape from D800 to DFFF), but it has no UTF-8 form: a file
+    name, a file's content or a command line cannot hold it, and a pattern or an edit with one
+    could only match bytes that are not UTF-8. Refused before anything is touched, so the call
+    changes nothing.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = ord(value[exc.start])
+        raise ToolError(
+            f"{what} contains a lone surrogate (U+{char:04X} at index {exc.start}), which is not "
+            "valid Unicode text; remove it or write the character it stands for",
+            code=ErrorCode.INVALID_ARGS,
+        ) from exc
 
 
 def within(path: str, root: str) -> bool:
@@ -137,6 +164,7 @@ class Access:
             raise ToolError(f"{what} must not be empty", code=ErrorCode.INVALID_ARGS)
         if "\0" in path:
             raise ToolError(f"{what} contains a NUL character", code=ErrorCode.INVALID_ARGS)
+        require_text(what, path)
         return os.path.join(os.getcwd(), self.cwd, path)
 
     def show(self, real: str) -> str:

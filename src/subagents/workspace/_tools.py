@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 from ..policy import SandboxPolicy
 from ..tools import ToolContext, ToolResult, ToolSpec, tool
-from ._bash import BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS, run_bash
+from ._bash import BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_COMMAND_BYTES, BASH_MAX_TIMEOUT_MS, run_bash
 from ._files import READ_DEFAULT_LIMIT, edit_text, read_text, write_text
-from ._paths import Access
+from ._paths import Access, require_text
 from ._search import glob_paths, grep_files
 
 __all__ = ["workspace_tools"]
@@ -23,7 +23,8 @@ _PATHS = (
     "Relative paths start at your working directory. Under the read-only mode nothing can be "
     "written; under workspace-write only files inside the workspace; a refused call changes "
     "nothing and says `[sandbox: file access denied under <mode> mode]`. Your home directory "
-    "(outside the workspace), /proc and the subagents store cannot be read."
+    "(outside the workspace), /proc and the subagents store cannot be read. Arguments must be "
+    "valid Unicode text (no lone surrogates)."
 )
 
 READ_FILE = (
@@ -51,8 +52,10 @@ GLOB = (
     "it); at most 1000 are listed. " + _PATHS
 )
 GREP = (
-    "Search file contents with a Python regular expression (`re` syntax, matched per line); "
-    "prints `file:line: text` for each matching line. `path` is a file or a directory "
+    "Search file contents with a regular expression in RE2 syntax (matched per line, in time "
+    "linear in the line; like Python `re` but without backreferences, lookaround, atomic groups "
+    "or possessive repetition, which are refused; write `\\z`, not `\\Z`); prints "
+    "`file:line: text` for each matching line. `path` is a file or a directory "
     "(default: your working directory); `glob` keeps only files whose name (or, with a '/', "
     "relative path) matches it, for example `*.py`. Binary files, files over 10 MB, `.git` "
     "directories and hidden places are skipped; lines are cut at 300 characters; it stops at "
@@ -68,7 +71,8 @@ BASH = (
     f"is killed after `timeout_ms` (default {BASH_DEFAULT_TIMEOUT_MS}, at most "
     f"{BASH_MAX_TIMEOUT_MS}), and every process it started, background ones included, is "
     "killed when it ends, so nothing keeps running after the call. Each stream shows at most "
-    "30000 characters (head and tail)."
+    f"30000 characters (head and tail). Commands up to {BASH_MAX_COMMAND_BYTES} bytes (UTF-8); "
+    "stdin is empty."
 )
 
 
@@ -84,7 +88,11 @@ def workspace_tools(
         cwd_for: The calling agent's working directory (asked on every call).
     """
 
-    def access(ctx: ToolContext) -> Access:
+    def access(ctx: ToolContext, **text: str | None) -> Access:
+        """The call's `Access`, once its string arguments are known to be encodable text."""
+        for what, value in text.items():
+            if value is not None:
+                require_text(what, value)
         return Access(policy_for(ctx), cwd_for(ctx))
 
     @tool(name="read_file", description=READ_FILE, parallel_safe=True)
@@ -99,7 +107,9 @@ def workspace_tools(
             offset: The first line to read, 1-based (0 also means the start).
             limit: How many lines to read at most.
         """
-        return await asyncio.to_thread(read_text, access(ctx), path, offset=offset, limit=limit)
+        return await asyncio.to_thread(
+            read_text, access(ctx, path=path), path, offset=offset, limit=limit
+        )
 
     @tool(name="write_file", description=WRITE_FILE)
     async def write_file(ctx: ToolContext, path: str, content: str) -> str:
@@ -110,7 +120,9 @@ def workspace_tools(
             path: The file to create or overwrite.
             content: The complete new content of the file.
         """
-        return await asyncio.to_thread(write_text, access(ctx), path, content)
+        return await asyncio.to_thread(
+            write_text, access(ctx, path=path, content=content), path, content
+        )
 
     @tool(name="edit_file", description=EDIT_FILE)
     async def edit_file(
@@ -126,7 +138,12 @@ def workspace_tools(
             replace_all: Replace every occurrence instead of exactly one.
         """
         return await asyncio.to_thread(
-            edit_text, access(ctx), path, old_string, new_string, replace_all=replace_all
+            edit_text,
+            access(ctx, path=path, old_string=old_string, new_string=new_string),
+            path,
+            old_string,
+            new_string,
+            replace_all=replace_all,
         )
 
     @tool(name="glob", description=GLOB, parallel_safe=True)
@@ -138,7 +155,9 @@ def workspace_tools(
             pattern: A relative glob such as `**/*.py` or `docs/*.md`.
             path: The directory to search under (default: your working directory).
         """
-        return await asyncio.to_thread(glob_paths, access(ctx), pattern, path)
+        return await asyncio.to_thread(
+            glob_paths, access(ctx, pattern=pattern, path=path), pattern, path
+        )
 
     @tool(name="grep", description=GREP, parallel_safe=True)
     async def grep(
@@ -148,11 +167,13 @@ def workspace_tools(
 
         Args:
             ctx: The call.
-            pattern: A Python regular expression, matched against each line.
+            pattern: A regular expression (RE2 syntax), matched against each line.
             path: The file or directory to search (default: your working directory).
             glob: Only search files matching this glob, such as `*.py`.
         """
-        return await asyncio.to_thread(grep_files, access(ctx), pattern, path, glob)
+        return await asyncio.to_thread(
+            grep_files, access(ctx, pattern=pattern, path=path, glob=glob), pattern, path, glob
+        )
 
     @tool(name="bash", description=BASH)
     async def bash(
@@ -165,6 +186,6 @@ def workspace_tools(
             command: The command line, run with `/bin/bash -c`.
             timeout_ms: Kill the command after this many milliseconds.
         """
-        return await run_bash(access(ctx), command, timeout_ms)
+        return await run_bash(access(ctx, command=command), command, timeout_ms)
 
     return [read_file, write_file, edit_file, glob, grep, bash]
