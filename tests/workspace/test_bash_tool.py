@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -277,7 +279,11 @@ async def test_a_cancelled_call_leaves_no_process(box: Box, backend: str) -> Non
     loop = asyncio.get_running_loop()
     ready = asyncio.Event()
     loop.add_reader(reader, ready.set)
-    command = f"(setsid sleep {marks[0]} &); echo ready > ready; sleep {marks[1]}"
+    # The detached process itself says it is ready, once it runs with its token in argv: a
+    # shell's `echo` after `(setsid sleep &)` could come before the sleep exists.
+    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    detached = "import time; open('ready', 'w').write('ready'); time.sleep(3600)"
+    command = f'(setsid {python} -c "{detached}" {marks[0]} &); sleep {marks[1]}'
     owner = TaskOwner("test")
     try:
         call = owner.spawn(box.call("bash", {"command": command, "timeout_ms": 60_000}))
