@@ -421,11 +421,11 @@ lead:
 
 @pytest.fixture
 def workdirs(tmp_path: Path) -> tuple[Path, Path]:
-    """A working directory `work` (with `work/pkg`) and its sibling `shared`, resolved."""
+    """A working directory `work` (with `work/pkg`) and its sibling `sibling`, resolved."""
     base = tmp_path.resolve()
     (base / "work" / "pkg").mkdir(parents=True)
-    (base / "shared").mkdir()
-    return base / "work", base / "shared"
+    (base / "sibling").mkdir()
+    return base / "work", base / "sibling"
 
 
 async def test_the_childs_cwd_defaults_to_and_resolves_against_the_parents(
@@ -439,7 +439,7 @@ lead:
       - {tool: subagent, args: {name: same, description: Same dir, prompt: Work}}
       - {tool: subagent, args: {name: inner, description: Inner dir, prompt: Work, cwd: pkg}}
       - tool: subagent
-        args: {name: sibling, description: Sibling dir, prompt: Work, cwd: ../shared}
+        args: {name: sibling, description: Sibling dir, prompt: Work, cwd: ../sibling}
       - tool: subagent
         args: {name: missing, description: Missing dir, prompt: Work, cwd: nowhere}
   - text: done
@@ -462,7 +462,7 @@ lead:
             # test_child_cwd.py covers the rule).
             ToolReply(
                 "subagent",
-                f"Error: cwd '../shared' resolves to {shared}, outside your workspace {root}; "
+                f"Error: cwd '../sibling' resolves to {shared}, outside your workspace {root}; "
                 f"give a directory inside {root} or omit cwd",
                 True,
                 ErrorCode.CWD_OUTSIDE_WORKSPACE,
