@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import random
+import re
 import uuid
 from typing import NewType
 
-__all__ = ["CallId", "MessageId", "SessionId", "new_message_id", "new_session_id"]
+from .errors import ConfigError, ErrorCode
+
+__all__ = [
+    "CallId",
+    "MessageId",
+    "SessionId",
+    "TENANT_PATTERN",
+    "check_tenant_id",
+    "new_message_id",
+    "new_session_id",
+]
 
 _random = random.Random()  # seeded from the OS once, then a fast PRNG
 
@@ -26,3 +37,35 @@ def new_message_id() -> MessageId:
     address, come from the OS's random source.
     """
     return MessageId(str(uuid.UUID(int=_random.getrandbits(128), version=4)))
+
+
+TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""A tenant id: a letter or digit, then up to 63 letters, digits, `_`, `.` or `-`.
+
+A tenant names the folder `$SUBAGENTS_HOME/tenants/<tenant>/`, so the rule keeps it one plain
+path component: no separator, no `.` or `..` (the first character is never a dot), no
+control or non-ASCII character, and short enough for any file system's name limit.
+"""
+_TENANT = re.compile(TENANT_PATTERN)
+
+
+def check_tenant_id(tenant: object) -> str:
+    """Return `tenant` if it is a valid tenant id (see `TENANT_PATTERN`).
+
+    Args:
+        tenant: The proposed tenant id.
+
+    Returns:
+        The same string, unchanged.
+
+    Raises:
+        ConfigError: code `CONFIG`; the id is not text or does not match `TENANT_PATTERN`.
+    """
+    if not isinstance(tenant, str) or _TENANT.fullmatch(tenant) is None:
+        shown = repr(tenant) if len(repr(tenant)) <= 70 else repr(tenant)[:60] + "..."
+        raise ConfigError(
+            f"invalid tenant {shown}: a tenant is 1 to 64 characters, letters, digits, "
+            "'_', '.' or '-', starting with a letter or digit",
+            code=ErrorCode.CONFIG,
+        )
+    return tenant

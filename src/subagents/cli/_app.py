@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,6 +26,8 @@ from ._agents import choose_definition, definitions_for, list_agents, model_for
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
+    check_argv,
+    check_path,
     check_tenant,
     fail,
     is_terminal,
@@ -45,6 +48,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _check_arguments() -> None:
+    # Before any command runs: an argument that is not UTF-8 is refused with one line.
+    check_argv(sys.argv[1:])
+
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -153,7 +163,7 @@ def run(
     check_tenant(tenant)
     if prompt is None or not prompt.strip():
         fail("a prompt is required, for example: subagents run 'review app.py' --model ...")
-    if cwd is not None and not cwd.is_dir():
+    if cwd is not None and not check_path(cwd, "--cwd").is_dir():
         fail(f"--cwd {cwd} is not a directory")
     if sandbox not in SANDBOX_MODES:
         fail(f"--sandbox {sandbox!r} is not a mode; use one of {', '.join(SANDBOX_MODES)}")
@@ -395,6 +405,8 @@ def agents(
 ) -> None:
     """List the agent definitions; malformed files are reported on stderr."""
     check_tenant(tenant)
+    if cwd is not None:
+        check_path(cwd, "--cwd")
     list_agents(cwd, tenant, as_json=as_json)
 
 

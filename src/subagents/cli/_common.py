@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import sys
 from collections.abc import Callable, Coroutine
@@ -13,6 +14,7 @@ import typer
 
 from ..core import default_store_path
 from ..errors import ErrorCode, NotFoundError, StoreError, SubagentsError, UsageError
+from ..ids import check_tenant_id
 from ..models import Model
 from ..models._spec import open_model, parse_model_spec
 from ..sessions import EventStore
@@ -22,6 +24,9 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "check_argv",
+    "check_path",
+    "check_tenant",
     "fail",
     "open_store",
     "resolve_model",
@@ -100,11 +105,53 @@ def resolve_model(spec: str | None, *, recorded: str | None = None) -> tuple[Mod
         fail(f"{exc.message} [{exc.code}]", exit_code_for(exc))
 
 
+def _shown(value: str, limit: int = 80) -> str:
+    """`value` for an error line: at most `limit` characters, surrogates escaped."""
+    text = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_NAME_MAX = 255
+_PATH_MAX = 4096
+
+
+def _limit(name: str, fallback: int) -> int:
+    try:
+        return os.pathconf("/", name)
+    except (OSError, ValueError, AttributeError):
+        return fallback
+
+
+def check_path(path: Path, option: str) -> Path:
+    """`path`, or exit 2 naming `option` when it exceeds the system's path limits.
+
+    The limits are checked on the encoded path (each component against NAME_MAX, the whole
+    against PATH_MAX), and a stat that fails with ENAMETOOLONG is refused the same way, so
+    no command ever meets the error later with a traceback.
+    """
+    encoded = os.fsencode(path)
+    name_max = _limit("PC_NAME_MAX", _NAME_MAX)
+    path_max = _limit("PC_PATH_MAX", _PATH_MAX)
+    too_long = len(encoded) >= path_max or any(len(part) > name_max for part in encoded.split(b"/"))
+    if not too_long:
+        try:
+            path.stat()
+        except OSError as exc:
+            too_long = exc.errno == errno.ENAMETOOLONG
+    if too_long:
+        fail(
+            f"{option} {_shown(str(path))}: the path is too long for this system "
+            f"(at most {name_max} bytes a component, {path_max - 1} in all)"
+        )
+    return path
+
+
 def store_path(store: str | None) -> Path:
     try:
-        return parse_store_url(store) if store else default_store_path()
+        path = parse_store_url(store) if store else default_store_path()
     except SubagentsError as exc:
         fail(f"{exc.message} [{exc.code}]", exit_code_for(exc))
+    return check_path(path, "--store" if store else "the store path")
 
 
 def open_store(store: str | None) -> EventStore:
@@ -121,9 +168,24 @@ def require_existing_store(store: str | None) -> Path:
 
 
 def check_tenant(tenant: str) -> str:
-    if not tenant.strip():
-        fail("--tenant must not be empty")
-    return tenant
+    """`tenant`, or exit 2 with one line when it is not a tenant id (`ids.TENANT_PATTERN`)."""
+    try:
+        return check_tenant_id(tenant)
+    except SubagentsError as exc:
+        fail(f"--tenant: {exc.message} [{exc.code}]", exit_code_for(exc))
+
+
+def check_argv(argv: list[str]) -> None:
+    """Exit 2 with one line when an argument is not valid UTF-8, before anything is written.
+
+    Python decodes such bytes to lone surrogates (surrogateescape); they cannot be stored
+    or printed as text, so the command is refused rather than failing half-way.
+    """
+    for position, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            fail(f"argument {position} ({_shown(arg)}) is not valid UTF-8 text")
 
 
 def is_terminal() -> bool:

@@ -16,7 +16,7 @@ from typing import Literal, Self
 
 from .._clock import Clock, SystemClock
 from ..errors import ClosedError, ConfigError, ErrorCode, SubagentError
-from ..ids import SessionId, new_session_id
+from ..ids import SessionId, check_tenant_id, new_session_id
 from ..messages import AssistantMessage, Usage, UserMessage
 from ..models import Model, open_model
 from ..policy import canonical_root
@@ -119,8 +119,7 @@ class AgentRuntime:
         model_spec: str | None = None,
         model_factory: Callable[[str], Model] | None = None,
     ) -> None:
-        if not tenant:
-            raise ConfigError("tenant must be a non-empty string", code=ErrorCode.CONFIG)
+        check_tenant_id(tenant)
         self.model = model
         self.model_spec = model_spec
         self._model_factory = model_factory or open_model

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias
 
 from ..core import Budget
+from ..errors import ConfigError
+from ..ids import check_tenant_id
 from ..messages import JsonObject
 from ._frontmatter import BUDGET_KEYS, DefinitionProblem, read_frontmatter
 from ._naming import name_error
@@ -46,6 +49,9 @@ __all__ = [
 ]
 
 Tier: TypeAlias = Literal["project", "user", "tenant"]
+
+MAX_DEFINITION_BYTES = 1024 * 1024
+"""A definition file larger than this (1 MiB) is refused as a problem, unread."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,7 +144,11 @@ def definition_dirs(cwd: str | Path, home: str | Path, tenant: str) -> list[tupl
 
 
 def _unsafe_tenant(tenant: str) -> bool:
-    return not tenant or tenant in {".", ".."} or any(c in tenant for c in "/\\\0")
+    try:
+        check_tenant_id(tenant)
+    except ConfigError:
+        return True
+    return False
 
 
 def load_definitions(
@@ -190,7 +200,7 @@ def _read_tier(
     if not directory.exists():
         return []
     try:
-        paths = sorted(p for p in directory.iterdir() if p.suffix == ".md" and p.is_file())
+        paths = sorted(p for p in directory.iterdir() if p.suffix == ".md")
     except OSError as exc:
         problems.append(
             DefinitionProblem(
@@ -200,13 +210,8 @@ def _read_tier(
         return []
     found: dict[str, AgentDefinition] = {}
     for path in paths:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            problems.append(DefinitionProblem(str(path), 1, "not UTF-8 text"))
-            continue
-        except OSError as exc:
-            problems.append(DefinitionProblem(str(path), None, f"cannot read: {exc.strerror}"))
+        text = _read_definition_file(path, problems)
+        if text is None:
             continue
         definition, found_problems = parse_definition(text, source=str(path), tier=tier)
         problems.extend(found_problems)
@@ -225,3 +230,50 @@ def _read_tier(
             continue
         found[definition.name] = definition
     return list(found.values())
+
+
+def _read_definition_file(path: Path, problems: list[DefinitionProblem]) -> str | None:
+    """A definition file's text, or None with a problem recorded.
+
+    Only a regular file of at most `MAX_DEFINITION_BYTES` is read: it is opened without
+    blocking (a FIFO or device never hangs the listing) and checked on the open descriptor.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        problems.append(DefinitionProblem(str(path), None, f"cannot read: {exc.strerror}"))
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            problems.append(DefinitionProblem(str(path), None, "not a regular file"))
+            return None
+        if info.st_size > MAX_DEFINITION_BYTES:
+            problems.append(
+                DefinitionProblem(
+                    str(path),
+                    None,
+                    f"the file is {info.st_size} bytes; a definition may be at most "
+                    f"{MAX_DEFINITION_BYTES} bytes (1 MiB)",
+                )
+            )
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            data = stream.read(MAX_DEFINITION_BYTES + 1)
+    except OSError as exc:
+        problems.append(DefinitionProblem(str(path), None, f"cannot read: {exc.strerror}"))
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_DEFINITION_BYTES:
+        problems.append(
+            DefinitionProblem(
+                str(path), None, f"the file grew past {MAX_DEFINITION_BYTES} bytes while read"
+            )
+        )
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        problems.append(DefinitionProblem(str(path), 1, "not UTF-8 text"))
+        return None

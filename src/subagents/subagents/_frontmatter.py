@@ -56,6 +56,9 @@ CLAUDE_KEYS = frozenset(
 )
 """Claude Code frontmatter keys this runtime does not use: ignored with a warning."""
 BUDGET_KEYS = ("tokens", "model_calls", "children")
+MAX_NESTING = 64
+"""Deepest nesting of lists and mappings a frontmatter may have (a deeper one is refused
+before it is built, so a hostile file can never exhaust the stack)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +257,13 @@ def read_frontmatter(text: str, *, path: str) -> Frontmatter:
 
 def _keys(text: str, found: Frontmatter) -> dict[str, tuple[int, Any]] | None:
     """The frontmatter's keys with their line (the file's, so +1 for the opening fence)."""
+    deep = _too_deep(text)
+    if deep is not None:
+        found.error(
+            deep,
+            f"the frontmatter nests lists or mappings more than {MAX_NESTING} levels deep",
+        )
+        return None
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -289,5 +299,29 @@ def _keys(text: str, found: Frontmatter) -> dict[str, tuple[int, Any]] | None:
     except yaml.YAMLError as exc:
         found.error(2, f"invalid YAML: {exc}")
         return None
+    except RecursionError:  # a last resort: _too_deep refuses deep nesting first
+        found.error(2, "the frontmatter is nested too deeply to read")
+        return None
     finally:
         loader.dispose()
+
+
+def _too_deep(text: str) -> int | None:
+    """The file line where nesting first exceeds `MAX_NESTING`, else None.
+
+    Walks the parser's events, which needs no recursion; invalid YAML is left for the
+    loader to report with its line.
+    """
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_NESTING:
+                    mark = event.start_mark
+                    return 2 if mark is None else mark.line + 2
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return None
+    return None
