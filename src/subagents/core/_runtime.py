@@ -19,7 +19,7 @@ from ..errors import ClosedError, ConfigError, ErrorCode, SubagentError
 from ..ids import SessionId, check_tenant_id, new_session_id
 from ..messages import AssistantMessage, Usage, UserMessage
 from ..models import Model, open_model
-from ..policy import canonical_root
+from ..policy import canonical_root, within
 from ..sessions import (
     AssistantMessageEvent,
     EventRecord,
@@ -304,7 +304,7 @@ class AgentRuntime:
         # enforces; it is canonical from creation, and a symlink swapped in later must not
         # move it. The child records the canonical string checked here, not `cwd`, so no
         # later change on disk can turn the accepted directory into another one.
-        if self.confines_children(parent) and not _within(canonical, root):
+        if self.confines_children(parent) and not within(canonical, root):
             shown = asked if asked is not None else cwd
             raise SubagentError(
                 f"cwd {shown!r} resolves to {canonical}, outside your workspace {root}; give "
@@ -513,11 +513,6 @@ def _inspect_dir(root: str, cwd: str) -> tuple[str, str, bool]:
     path = os.path.normpath(os.path.join(root, cwd))
     canonical = canonical_root(path)
     return path, canonical, os.path.isdir(canonical)
-
-
-def _within(path: str, root: str) -> bool:
-    """Whether canonical `path` is `root` or lies below it."""
-    return path == root or root == "/" or path.startswith(root.rstrip("/") + "/")
 
 
 def default_store_path() -> Path:

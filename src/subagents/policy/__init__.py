@@ -24,6 +24,7 @@ from ._modes import (
     parse_mode as parse_mode,
     resolve_policy as resolve_policy,
     store_paths as store_paths,
+    within as within,
 )
 from ._process import (
     CommandResult as CommandResult,
@@ -49,4 +50,5 @@ __all__ = [
     "run_command",
     "spawn",
     "store_paths",
+    "within",
 ]

@@ -27,17 +27,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ._exposure import etc_view, system_dirs
+from ._modes import within
 
-__all__ = ["BwrapView", "bwrap_base", "view_argv", "within"]
+__all__ = ["BwrapView", "bwrap_base", "view_argv"]
 
 _Kind = Literal["ro", "rw", "hide-dir", "hide-file"]
 _RANK: dict[_Kind, int] = {"hide-dir": 0, "hide-file": 0, "ro": 1, "rw": 2}
 _MASK_BYTES = 4096  # a mask is an empty read-only tmpfs; this caps it anyway
-
-
-def within(path: str, root: str) -> bool:
-    """Whether `path` is `root` or lies below it (both canonical)."""
-    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def bwrap_base(bwrap: str, *, as_root: bool, seccomp_fd: int | None) -> list[str]:

@@ -24,6 +24,7 @@ __all__ = [
     "parse_mode",
     "resolve_policy",
     "store_paths",
+    "within",
 ]
 
 STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
@@ -64,6 +65,11 @@ def canonical_root(path: str) -> str:
     kept as spelled. This touches the filesystem: call it off the event loop.
     """
     return os.path.normpath(os.path.realpath(path))
+
+
+def within(path: str, root: str) -> bool:
+    """Whether canonical `path` is `root` or lies below it (a string test: no disk access)."""
+    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def store_paths(database: str) -> tuple[str, ...]:

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SandboxUnavailable
-from ._bwrap import BwrapView, bwrap_base, view_argv, within
+from ._bwrap import BwrapView, bwrap_base, view_argv
 from ._cgroup import PidsCgroup, create_cgroup
 from ._confine import UID_BASE, Confinement, bwrap_usable, launcher_argv, python_roots
 from ._exposure import ETC, SYSTEM_DIRS, etc_view, world_reachable
 from ._limits import Limits, ProcessBound, SandboxFacts
-from ._modes import SandboxPolicy, canonical_root
+from ._modes import SandboxPolicy, canonical_root, within
 from ._seccomp import filter_program, program_fd
 
 __all__ = ["RunPlan", "default_hidden", "plan_run"]

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ConfigError, ErrorCode, ToolError
-from ..policy import SandboxPolicy
+from ..policy import SandboxPolicy, canonical_root, within
 from ..sessions import parse_store_url
 from ._walk import MAX_LINKS, NotRegularFile, PathRaced
 
@@ -46,7 +46,6 @@ __all__ = [
     "os_error",
     "require_text",
     "store_roots",
-    "within",
 ]
 
 
@@ -74,17 +73,6 @@ def require_text(what: str, value: str) -> None:
         ) from exc
 
 
-def within(path: str, root: str) -> bool:
-    """Whether canonical `path` is `root` or lies below it."""
-    if path == root or root == "/":
-        return True
-    return path.startswith(root.rstrip("/") + "/")
-
-
-def _canonical(path: str) -> str:
-    return os.path.normpath(os.path.realpath(path))
-
-
 def _lexical(path: str) -> str:
     return os.path.normpath(os.path.abspath(path))
 
@@ -92,20 +80,20 @@ def _lexical(path: str) -> str:
 def store_roots() -> list[str]:
     """The store's directories: `$SUBAGENTS_HOME` and the directory of `$SUBAGENTS_STORE`."""
     home = os.environ.get("SUBAGENTS_HOME") or str(Path.home() / ".subagents")
-    roots = [_canonical(home)]
+    roots = [canonical_root(home)]
     url = os.environ.get("SUBAGENTS_STORE", "")
     if url:
         try:
             store = parse_store_url(url)
         except ConfigError:
             return roots  # the runtime refuses such a store; there is nothing to hide
-        roots.append(_canonical(os.path.dirname(os.path.abspath(store))))
+        roots.append(canonical_root(os.path.dirname(os.path.abspath(store))))
     return roots
 
 
 def _home() -> str | None:
     home = os.environ.get("HOME")
-    return _canonical(home) if home else None
+    return canonical_root(home) if home else None
 
 
 @dataclass(frozen=True)
@@ -121,12 +109,12 @@ class Access:
 
     @cached_property
     def _real_cwd(self) -> str:
-        return _canonical(self.cwd)
+        return canonical_root(self.cwd)
 
     @cached_property
     def _stores(self) -> list[str]:
         # A hidden entry counts as spelled and as resolved: each form hides what lies under it.
-        hidden = [form for h in self.policy.hidden for form in (_canonical(h), _lexical(h))]
+        hidden = [form for h in self.policy.hidden for form in (canonical_root(h), _lexical(h))]
         return [s for s in dict.fromkeys((*store_roots(), *hidden)) if s != "/"]
 
     @cached_property
