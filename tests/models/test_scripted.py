@@ -1,4 +1,4 @@
-"""Conformance tests for the scripted model (DESIGN.md 4.2): the YAML format, per-agent
+"""Conformance tests for the scripted model (docs/design.md §6.2): the YAML format, per-agent
 positions, the `"*"` fallback, `sleep` on the injected clock, `error:` and `assert_complete`."""
 
 from __future__ import annotations

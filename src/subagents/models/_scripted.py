@@ -4,11 +4,17 @@ The script maps each agent's full name (`lead`, `reviewer`, `reviewer/checker`) 
 its model gives, in order; `"*"` is the fallback (each agent consumes its own copy). A response
 is `text`, `calls`, both, `error` (the call raises) or `stop: max-tokens | refusal`, optionally
 with `sleep` (seconds of the runtime clock before answering) and `usage`.
+
+A script file is untrusted input: only a regular file of at most `MAX_SCRIPT_BYTES` is read,
+its YAML goes through the bounded loader, and every number is checked for range, so a bad
+script is one `ConfigError` when the model is opened, never a hang or a crash mid-run.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +23,7 @@ from typing import Any, Literal, cast
 import yaml
 
 from .._clock import Clock, SystemClock
+from .._yaml import load_bounded
 from ..errors import ConfigError, ErrorCode, ModelError
 from ..messages import JsonObject, Usage
 from ._base import (
@@ -33,6 +40,13 @@ __all__ = ["ScriptedCall", "ScriptedModel", "ScriptedResponse"]
 
 _RESPONSE_KEYS = frozenset({"text", "calls", "error", "stop", "sleep", "usage"})
 _CALL_KEYS = frozenset({"tool", "args", "id"})
+MAX_SCRIPT_BYTES = 4 * 1024 * 1024
+"""The largest script file read (4 MiB): far above any real script, far below harm."""
+MAX_SLEEP_SECONDS = 86400.0
+"""The longest `sleep` a response may ask for (a day, which tests play on a fake clock);
+`.inf`, NaN or a longer one would hang a real run after its session was written."""
+MAX_TOKENS = 10**12
+"""The largest token count a scripted `usage` may report."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +91,13 @@ class ScriptedModel:
     def from_file(cls, path: str | Path, *, clock: Clock | None = None) -> ScriptedModel:
         """Load a YAML script; an unreadable or malformed file raises `ConfigError`."""
         path = Path(path)
+        data = _read_script(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read the model script {str(path)!r}: {exc.strerror or exc}; "
-                "pass an existing YAML file as --model scripted:PATH",
-                code=ErrorCode.SCRIPT_UNREADABLE,
-                path=str(path),
-            ) from exc
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _invalid(
+                str(path), f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+            ) from None
         return cls.from_yaml(text, clock=clock, source=str(path))
 
     @classmethod
@@ -93,7 +105,7 @@ class ScriptedModel:
         cls, text: str, *, clock: Clock | None = None, source: str = "<yaml script>"
     ) -> ScriptedModel:
         try:
-            data = yaml.safe_load(text)
+            data = load_bounded(text)
         except yaml.YAMLError as exc:
             raise _invalid(source, f"not valid YAML: {_one_line(str(exc))}") from exc
         return cls(_parse_script(data, source), clock=clock, source=source)
@@ -158,6 +170,44 @@ def _chunks(response: ScriptedResponse, index: int) -> list[ModelChunk]:
     return chunks
 
 
+def _unreadable(path: Path, reason: str) -> ConfigError:
+    return ConfigError(
+        f"cannot read the model script {str(path)!r}: {reason}; "
+        "pass an existing YAML file as --model scripted:PATH",
+        code=ErrorCode.SCRIPT_UNREADABLE,
+        path=str(path),
+    )
+
+
+def _read_script(path: Path) -> bytes:
+    """The bytes of a regular file of at most `MAX_SCRIPT_BYTES`, else `SCRIPT_UNREADABLE`.
+
+    Opened without blocking and checked on the open descriptor, so a FIFO never hangs the
+    CLI and `/dev/zero` is never read; symbolic links are followed on purpose.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _unreadable(path, str(exc.strerror or exc)) from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _unreadable(path, "not a regular file")
+        if info.st_size > MAX_SCRIPT_BYTES:
+            raise _unreadable(
+                path, f"the file is {info.st_size} bytes, more than {MAX_SCRIPT_BYTES} (4 MiB)"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            data = stream.read(MAX_SCRIPT_BYTES + 1)
+    except OSError as exc:
+        raise _unreadable(path, str(exc.strerror or exc)) from exc
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise _unreadable(path, f"the file grew past {MAX_SCRIPT_BYTES} bytes while read")
+    return data
+
+
 def _invalid(source: str, detail: str) -> ConfigError:
     return ConfigError(
         f"malformed model script {source}: {detail}", code=ErrorCode.SCRIPT_INVALID, script=source
@@ -205,8 +255,17 @@ def _parse_response(item: object, where: str, source: str) -> ScriptedResponse:
     if stop not in (None, "max-tokens", "refusal"):
         raise _invalid(source, f"{where}.stop: expected max-tokens or refusal, got {stop!r}")
     sleep = raw.get("sleep", 0)
-    if isinstance(sleep, bool) or not isinstance(sleep, int | float) or sleep < 0:
-        raise _invalid(source, f"{where}.sleep: expected a number of seconds >= 0")
+    # The chained comparison is False for NaN and safe for ints too large for a float.
+    if (
+        isinstance(sleep, bool)
+        or not isinstance(sleep, int | float)
+        or not 0 <= sleep <= MAX_SLEEP_SECONDS
+    ):
+        raise _invalid(
+            source,
+            f"{where}.sleep: expected a number of seconds >= 0 and <= {MAX_SLEEP_SECONDS:g}, "
+            f"got {sleep!r}",
+        )
     calls_raw = raw.get("calls", [])
     if not isinstance(calls_raw, list):
         raise _invalid(source, f"{where}.calls: expected a list")
@@ -241,6 +300,11 @@ def _parse_call(item: object, where: str, source: str) -> ScriptedCall:
     call_id = raw.get("id")
     if call_id is not None and not isinstance(call_id, str):
         raise _invalid(source, f"{where}.id: expected a string")
+    try:
+        # Checked now, since the arguments are encoded only when the call is played.
+        json.dumps(args, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise _invalid(source, f"{where}.args: not JSON ({exc})") from None
     return ScriptedCall(tool=tool, args=dict(cast("JsonObject", args)), id=call_id)
 
 
@@ -249,7 +313,14 @@ def _parse_usage(value: object, where: str, source: str) -> Usage | None:
         return None
     if not isinstance(value, dict):
         raise _invalid(source, f"{where}.usage: expected a mapping")
+    counts: dict[str, int] = {}
+    for key, count in cast("dict[object, object]", value).items():
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_TOKENS:
+            raise _invalid(
+                source, f"{where}.usage.{key}: expected a whole number from 0 to {MAX_TOKENS}"
+            )
+        counts[str(key)] = count
     try:
-        return Usage(**{str(k): int(v) for k, v in cast("dict[object, Any]", value).items()})
-    except (TypeError, ValueError) as exc:
+        return Usage(**counts)
+    except TypeError as exc:
         raise _invalid(source, f"{where}.usage: {exc}") from exc

@@ -3,7 +3,8 @@
 `open_database` turns every way a path can be unusable into one actionable `StoreError`. A
 migration is applied once, inside the same `BEGIN IMMEDIATE` transaction that records it, so
 a store is always at a version listed here. A store whose recorded version is newer than every
-version this build knows is refused before anything is written to it.
+version this build knows, or whose tables do not match its recorded version (`check_schema`), is
+refused before anything is written to it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "SCHEMA_VERSION_SUMMARIES",
     "Migration",
     "apply_migrations",
+    "check_schema",
     "check_schema_version",
     "open_database",
     "stored_schema_version",
@@ -126,6 +128,73 @@ def check_schema_version(
     return version
 
 
+def check_schema(
+    conn: sqlite3.Connection,
+    version: int,
+    *,
+    where: str,
+    migrations: Sequence[Migration] = MIGRATIONS,
+) -> None:
+    """Refuse a store whose tables are not those its recorded `version` implies. Reads only.
+
+    The expected tables and columns are those the migrations up to `version` create, built in
+    an in-memory database, so the check follows the migrations without a second description.
+
+    Raises:
+        StoreError: `STORE_CORRUPT`, naming the file and the first table or column missing.
+    """
+    found = _tables(conn)
+    if version == 0:
+        if found:  # a new store is empty; anything else belongs to someone else
+            raise _corrupt(
+                where, f"it holds tables ({', '.join(sorted(found))}) but no schema record"
+            )
+        return
+    expected = _expected_tables(version, migrations)
+    for table, columns in sorted(expected.items()):
+        if table not in found:
+            raise _corrupt(
+                where, f"schema version {version} is recorded but the table {table} is missing"
+            )
+        missing = sorted(columns - found[table])
+        if missing:
+            raise _corrupt(where, f"the table {table} lacks the column {missing[0]}")
+
+
+def _tables(conn: sqlite3.Connection) -> dict[str, frozenset[str]]:
+    """Each table of the database (SQLite's own excluded) with its column names."""
+    names = [
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    # A parameter, not an f-string: table names in a damaged or hostile file are arbitrary.
+    return {
+        name: frozenset(
+            str(row[0]) for row in conn.execute("SELECT name FROM pragma_table_info(?)", (name,))
+        )
+        for name in names
+    }
+
+
+def _expected_tables(version: int, migrations: Sequence[Migration]) -> dict[str, frozenset[str]]:
+    scratch = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        apply_migrations(scratch, migrations=[m for m in migrations if m.version <= version])
+        return _tables(scratch)
+    finally:
+        scratch.close()
+
+
+def _corrupt(where: str, reason: str) -> StoreError:
+    return StoreError(
+        f"the store at {where} is damaged: {reason}; move it aside or {_FIX}",
+        code=ErrorCode.STORE_CORRUPT,
+        path=where,
+    )
+
+
 def apply_migrations(
     conn: sqlite3.Connection, *, where: str = "", migrations: Sequence[Migration] = MIGRATIONS
 ) -> list[int]:
@@ -217,7 +286,8 @@ def open_database(
     opened: list[sqlite3.Connection] = []
     try:
         writer = _connect(path, opened)
-        check_schema_version(writer, where=where)  # before anything is written
+        # Both checks come before anything is written (even the journal-mode pragma).
+        check_schema(writer, check_schema_version(writer, where=where), where=where)
         writer.execute(f"PRAGMA synchronous = {synchronous}")
         writer.execute("PRAGMA journal_mode = WAL")
         apply_migrations(writer, where=where)

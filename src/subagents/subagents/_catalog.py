@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
+from ..errors import ErrorCode, SubagentError
 from ..ids import SessionId
 from ..sessions import EventRecord, EventStore, SessionHeader, SubagentCatalog
 from ._naming import ROOT_NAME, full_name, is_name
@@ -18,6 +19,7 @@ __all__ = [
     "HeaderReader",
     "LogReader",
     "catalog_entries",
+    "check_name_path",
     "child_names",
     "full_name_of",
     "member_name",
@@ -95,10 +97,37 @@ async def full_name_of(read: LogReader, read_header: HeaderReader, header: Sessi
 
 
 def _segments(path: str) -> Sequence[str]:
-    parts = path.strip("/").split("/")
-    if not path.strip("/") or not all(is_name(p) for p in parts):
-        return ()
-    return parts
+    """The names of `path`, or () when it is not a name path.
+
+    One leading `/` is the absolute form (`/reviewer/checker`); nothing else is stripped, so
+    `kid/`, `//kid` and `a//b` name nobody instead of passing for `kid` or `a/b`.
+    """
+    parts = path.removeprefix("/").split("/")
+    return parts if all(is_name(p) for p in parts) else ()
+
+
+def check_name_path(path: str) -> str:
+    """`path` when it is a full name (`reviewer/checker`, `/reviewer`) or `lead`.
+
+    For names a person types (`subagents send SID NAME`), where a stray slash must be an
+    error rather than a near miss.
+
+    Raises:
+        SubagentError: `INVALID_NAME`, saying what is wrong with the path.
+    """
+    if path in (ROOT_NAME, f"/{ROOT_NAME}") or _segments(path):
+        return path
+    if not path.strip():
+        problem = "the name is empty"
+    elif path.removeprefix("/").endswith("/") or "//" in path or path.strip("/") == "":
+        problem = "a slash may only separate two names"
+    else:
+        problem = "each part must be a name: lower-case letters, digits or '-'"
+    raise SubagentError(
+        f"invalid agent name {path!r}: {problem}; give a full name such as `reviewer` or "
+        "`reviewer/checker` (see `subagents tree`)",
+        code=ErrorCode.INVALID_NAME,
+    )
 
 
 def member_name(parent_full: str, child_id: str, names: dict[str, str]) -> str:

@@ -13,6 +13,7 @@ from typing import Any, cast
 import yaml
 from jsonschema import Draft202012Validator, SchemaError
 
+from .._yaml import MAX_NESTING as _YAML_NESTING, BoundedLoader, YamlLimitError
 from ..errors import SubagentsError
 from ..messages import JsonObject
 from ..models._spec import parse_model_spec
@@ -56,7 +57,7 @@ CLAUDE_KEYS = frozenset(
 )
 """Claude Code frontmatter keys this runtime does not use: ignored with a warning."""
 BUDGET_KEYS = ("tokens", "model_calls", "children")
-MAX_NESTING = 64
+MAX_NESTING = _YAML_NESTING
 """Deepest nesting of lists and mappings a frontmatter may have (a deeper one is refused
 before it is built, so a hostile file can never exhaust the stack)."""
 
@@ -256,15 +257,16 @@ def read_frontmatter(text: str, *, path: str) -> Frontmatter:
 
 
 def _keys(text: str, found: Frontmatter) -> dict[str, tuple[int, Any]] | None:
-    """The frontmatter's keys with their line (the file's, so +1 for the opening fence)."""
-    deep = _too_deep(text)
-    if deep is not None:
-        found.error(
-            deep,
-            f"the frontmatter nests lists or mappings more than {MAX_NESTING} levels deep",
-        )
+    """The frontmatter's keys with their line (the file's, so +1 for the opening fence).
+
+    `BoundedLoader` refuses deep nesting, alias bombs and unstorable text while composing,
+    before any value is built.
+    """
+    try:  # the reader checks every character as the loader is built
+        loader = BoundedLoader(text, max_nesting=MAX_NESTING)
+    except yaml.YAMLError as exc:
+        found.error(2, f"invalid YAML: {' '.join(str(exc).split())}")
         return None
-    loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -288,40 +290,26 @@ def _keys(text: str, found: Frontmatter) -> dict[str, tuple[int, Any]] | None:
                 first = values[canonical][0]
                 found.error(line, f"key `{key}` is given twice (first on line {first})")
                 continue
-            value: Any = loader.construct_object(value_node, deep=True)  # pyright: ignore[reportUnknownMemberType]
+            value: Any = loader.construct_object(value_node, deep=True)
             values[canonical] = (line, value)
         return values
+    except YamlLimitError as exc:
+        found.error(_line_of(exc), f"the frontmatter is refused: {exc.problem}")
+        return None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 2 if mark is not None else 2
-        found.error(line, f"invalid YAML: {exc.problem or exc.context or 'cannot parse'}")
+        found.error(_line_of(exc), f"invalid YAML: {exc.problem or exc.context or 'cannot parse'}")
         return None
     except yaml.YAMLError as exc:
-        found.error(2, f"invalid YAML: {exc}")
+        found.error(2, f"invalid YAML: {' '.join(str(exc).split())}")
         return None
-    except RecursionError:  # a last resort: _too_deep refuses deep nesting first
+    except RecursionError:  # a last resort: the loader refuses deep nesting first
         found.error(2, "the frontmatter is nested too deeply to read")
         return None
     finally:
         loader.dispose()
 
 
-def _too_deep(text: str) -> int | None:
-    """The file line where nesting first exceeds `MAX_NESTING`, else None.
-
-    Walks the parser's events, which needs no recursion; invalid YAML is left for the
-    loader to report with its line.
-    """
-    depth = 0
-    try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_NESTING:
-                    mark = event.start_mark
-                    return 2 if mark is None else mark.line + 2
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-    except yaml.YAMLError:
-        return None
-    return None
+def _line_of(error: yaml.MarkedYAMLError) -> int:
+    """The file line of a YAML error (the frontmatter starts on line 2)."""
+    mark = error.problem_mark or error.context_mark
+    return mark.line + 2 if mark is not None else 2
