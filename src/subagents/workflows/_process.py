@@ -182,9 +182,15 @@ class _Session:
         self._owner = TaskOwner("workflow guest channel")
         self._in_flight: set[int] = set()
         self._stderr = bytearray()
+        self._replies: socket.socket | None = None
+        self._reply_lock = asyncio.Lock()
 
     async def serve(self, host_end: socket.socket) -> RunOutcome:
         reader, writer = await asyncio.open_unix_connection(sock=host_end)
+        # Replies go out on a descriptor of their own: a write to a guest that already exited
+        # would make the stream transport drop its unread input, the guest's `done` included.
+        self._replies = replies = host_end.dup()
+        replies.setblocking(False)
         abort = self._spec.abort.future()
         try:
             for stream, keep in (
@@ -197,10 +203,9 @@ class _Session:
             await asyncio.wait({frames, abort}, return_when=asyncio.FIRST_COMPLETED)
             if abort.done():
                 return RunOutcome(failure=RunFailure("abort", abort.result()))
-            try:
-                done = frames.result()
-            except ProtocolError as exc:
-                return RunOutcome(failure=RunFailure("protocol", str(exc)))
+            done = frames.result()
+            if isinstance(done, ProtocolError):
+                return RunOutcome(failure=RunFailure("protocol", str(done)))
             if done is not None:
                 return RunOutcome(value=done.result)
             return RunOutcome(failure=RunFailure("worker-exit", await self._exit_text()))
@@ -209,6 +214,7 @@ class _Session:
             writer.close()
             await self._process.kill()
             await self._owner.aclose()
+            replies.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
 
@@ -226,6 +232,19 @@ class _Session:
                 del self._stderr[:-_STDERR_TAIL]
 
     async def _frames(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> Done | ProtocolError | None:
+        """The guest's `done`, None when it closed the channel, or how it broke the protocol.
+
+        A broken protocol is returned, not raised: it is an expected outcome of an untrusted
+        guest that the run reports, and a task that raised would be logged with a traceback.
+        """
+        try:
+            return await self._serve_frames(reader, writer)
+        except ProtocolError as exc:
+            return exc
+
+    async def _serve_frames(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> Done | None:
         while True:
@@ -254,5 +273,16 @@ class _Session:
             data = reply_frame(call.id, error=render_exception(exc))
         finally:
             self._in_flight.discard(call.id)
-        if not writer.is_closing():
-            writer.write(data)
+        await self._reply(data)
+
+    async def _reply(self, data: bytes) -> None:
+        """Send one whole reply frame; a guest that is gone no longer needs it.
+
+        A guest may exit right after its `done` without reading a reply: the write then fails
+        (EPIPE, ECONNRESET) and is dropped, and the frames it sent are still read.
+        """
+        if self._replies is None or self._replies.fileno() < 0:
+            return
+        async with self._reply_lock:  # one frame at a time, never interleaved
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                await asyncio.get_running_loop().sock_sendall(self._replies, data)
