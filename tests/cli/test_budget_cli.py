@@ -67,3 +67,29 @@ def test_tree_shows_each_members_recorded_budget(cli: Cli, tmp_path: Path) -> No
     text = cli("tree", session).stdout.splitlines()
     assert "2 model calls  budget model calls 9  (" in text[0]
     assert "1 model calls  budget model calls 8  (" in text[1]
+
+
+def test_parallel_children_never_overspend_the_model_call_budget(cli: Cli, tmp_path: Path) -> None:
+    # The lead's call leaves 1 of its 2 calls, then three children start at once; each child's
+    # call lasts a moment, so the others try while it is in flight. Before calls were reserved
+    # each of them took the last call ("4 of 2 calls used").
+    three = ", ".join(["{tool: subagent, args: {description: d, prompt: p}}"] * 3)
+    spec = write_script(
+        tmp_path / "s.yaml",
+        "lead:\n  - calls: ["
+        + three
+        + "]\n  - text: never\n'*':\n  - text: child\n    sleep: 0.05\n",
+    )
+    done = cli("run", "go", "--model", spec, "--budget-model-calls", "2", "--json")
+    assert done.returncode == 1
+    payload = json.loads(done.stdout)
+    assert payload["stop_reason"] == "budget"
+    assert "(2 of 2 calls used)" in payload["error"]["message"]
+    rows = json.loads(cli("tree", payload["session_id"], "--json").stdout)
+    assert sum(row["usage"]["model_calls"] for row in rows) == 2
+    # Each child that got no call ended its turn `budget`, as its log says.
+    for row in rows[1:]:
+        if row["usage"]["model_calls"] == 0:
+            log = cli("log", row["session_id"], "--json")
+            ends = [e for e in json.loads(log.stdout) if e["kind"] == "turn/end"]
+            assert [e["payload"]["reason"] for e in ends] == ["budget"]

@@ -7,18 +7,35 @@ budget and how much was used; a spent children budget refuses the start, creatin
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 
-from delegation_support import ToolReply, events, make_runtime, replies, session_count
+from delegation_support import (
+    GatedClock,
+    Lifecycle,
+    ToolReply,
+    events,
+    make_runtime,
+    replies,
+    session_count,
+)
 from hypothesis import given, strategies as st
 
 from subagents import Budget, DelegationOptions
 from subagents.core import Ledger
 from subagents.messages import Usage
-from subagents.sessions import EventRecord, SubagentDescriptor, UserMessageEvent
+from subagents.sessions import (
+    AssistantMessageEvent,
+    EventRecord,
+    ModelErrorEvent,
+    SqliteEventStore,
+    SubagentDescriptor,
+    TurnEnd,
+    UserMessageEvent,
+)
 from subagents.subagents import AgentDefinition, Runtime
-from subagents.testing import FakeClock, ScriptedModel
+from subagents.testing import FakeClock, RecordingModel, ScriptedModel
 
 SUBAGENT = "{tool: subagent, args: {description: d, prompt: p%s}}"
 
@@ -61,6 +78,43 @@ def test_children_reservations_are_all_or_nothing() -> None:
     assert (root.children, child.children) == (1, 1)  # the refused one counted nowhere
     child.release_child()
     assert (root.children, child.children) == (0, 0)
+
+
+def test_a_reserved_call_holds_the_last_call_until_it_settles_or_is_released() -> None:
+    root = Ledger(Budget(model_calls=2), owner="lead")
+    root.charge_call(None)
+    first, second = (
+        Ledger(Budget(), owner="a", parent=root),
+        Ledger(Budget(), owner="b", parent=root),
+    )
+    held = first.reserve_call()
+    assert not isinstance(held, str)
+    # The sibling may not take the call already held, nor may a new child be started.
+    assert second.reserve_call() == (
+        "the model-call budget of lead is spent (1 of 2 calls used, 1 more in progress)"
+    )
+    assert second.remaining() == Budget(model_calls=0)
+    assert second.reserve_child() is not None
+    held.release()  # that call never reached the model: the sibling may have it
+    again = second.reserve_call()
+    assert not isinstance(again, str)
+    again.settle(Usage(output_tokens=7))
+    again.release()  # a no-op once settled
+    assert (root.model_calls, root.tokens, root.calls_in_flight) == (2, 7, 0)
+    assert (second.model_calls, first.model_calls) == (1, 0)
+    assert root.spent() == "the model-call budget of lead is spent (2 of 2 calls used)"
+
+
+def test_no_call_starts_once_the_settled_tokens_reach_the_limit() -> None:
+    root = Ledger(Budget(tokens=100), owner="lead")
+    # Token counts are only known when a call ends: two calls may be in flight at once...
+    one, two = root.reserve_call(), root.reserve_call()
+    assert not isinstance(one, str)
+    assert not isinstance(two, str)
+    one.settle(Usage(output_tokens=80))
+    two.settle(Usage(output_tokens=80))
+    # ...but once their tokens are counted, none starts.
+    assert root.reserve_call() == "the token budget of lead is spent (160 of 100 tokens used)"
 
 
 limits = st.one_of(st.none(), st.integers(min_value=0, max_value=50))
@@ -170,6 +224,55 @@ async def test_a_child_gets_at_most_what_its_parent_has_left() -> None:
     assert result.error_message is not None
     assert result.error_message.startswith("the token budget of lead is spent (1100 of 1000")
     assert [r.agent_name for r in model.requests] == ["lead", "big"]
+
+
+async def test_parallel_children_never_overspend_a_model_call_budget(tmp_path: Path) -> None:
+    # The lead's own call leaves one of its 2 calls; three children start at once, and each
+    # child's call is held open (a gated `sleep:`) so the others try while it is in flight.
+    three = ", ".join([SUBAGENT % ""] * 3)
+    script = (
+        "lead:\n  - calls: [" + three + ']\n  - text: never\n"*":\n  - text: done\n    sleep: 1\n'
+    )
+    clock = GatedClock()
+    store = tmp_path / "state.db"
+    model = RecordingModel.from_yaml(script, clock=clock)
+    assert isinstance(model, RecordingModel)
+    rt = Runtime(model=model, store=store, clock=clock, delegation=options(Budget(model_calls=2)))
+
+    async def open_every_call() -> None:
+        while True:
+            (await clock.next_sleeper()).set()
+
+    async with rt, asyncio.TaskGroup() as tasks:
+        lifecycle = Lifecycle(rt)
+        opener = tasks.create_task(open_every_call())
+        try:
+            result = await rt.run("go")
+        finally:
+            opener.cancel()
+        lead = rt.get_agent(result.session_id)
+        assert lead is not None
+        answers = replies(lead)
+    assert result.stop_reason == "budget"
+    assert len(model.requests) == 2
+    calls_in_logs = 0
+    async with SqliteEventStore(store) as opened:
+        headers = await opened.list_headers(tenant="default", roots_only=False)
+        for header in headers:
+            own = (await opened.read(header.id, tenant="default"))[header.seed_length :]
+            calls = len(events(own, AssistantMessageEvent)) + len(events(own, ModelErrorEvent))
+            calls_in_logs += calls
+            if header.parent is not None and calls == 0:
+                # A child refused its call ended its turn `budget`, saying whose budget.
+                [end] = events(own, TurnEnd)
+                assert end.reason == "budget"
+                assert end.error_message is not None
+                assert "the model-call budget of lead is spent" in end.error_message
+    assert calls_in_logs == 2
+    # One child made the call left; each other one ended `budget` or was refused its start.
+    assert [e.stop_reason for e in lifecycle.ended].count("completed") == 1
+    assert sorted(r.code or "" for r in answers) == ["", "BUDGET_EXHAUSTED", "BUDGET_EXHAUSTED"]
+    assert [r.content for r in answers].count("done") == 1
 
 
 # -- children ------------------------------------------------------------------------------------

@@ -3,7 +3,12 @@
 A `Ledger` counts what one agent's subtree has used. Every charge (a model call, a child
 started) is added to the agent's ledger and to each ancestor's, so an ancestor's budget covers
 its whole subtree, and a child's limits are cut to what its parent had left when it started.
-The loop checks the chain before each model call; a spent budget ends the turn `budget`.
+
+Siblings run concurrently, so a check followed later by a charge could let several of them take
+the same last call. Instead each model call is reserved on the whole chain before it starts
+(`Ledger.reserve_call`, no await between the check and the reservation) and settled with its
+real usage when it ends, or released when it never reached the model; a child start is reserved
+the same way (`Ledger.reserve_child`). A refused reservation ends the turn `budget`.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from dataclasses import dataclass
 
 from ..messages import Usage
 
-__all__ = ["Budget", "Ledger"]
+__all__ = ["Budget", "CallReservation", "Ledger"]
 
 
 def _min(a: int | None, b: int | None) -> int | None:
@@ -62,10 +67,62 @@ class Budget:
         return ", ".join(parts) or "unlimited"
 
 
-class Ledger:
-    """What one agent's subtree has used against its budget; charges reach every ancestor."""
+class CallReservation:
+    """One model call held on a ledger chain from before it starts until it ends.
 
-    __slots__ = ("children", "limits", "model_calls", "owner", "parent", "tokens")
+    `settle` counts the call with its real usage; `release` gives it back when the call never
+    reached the model. Whichever comes first closes it, so calling `release` in a `finally`
+    after `settle` is harmless.
+    """
+
+    __slots__ = ("_ledgers", "_open")
+
+    def __init__(self, ledgers: tuple[Ledger, ...]) -> None:
+        self._ledgers = ledgers
+        self._open = True
+        for ledger in ledgers:
+            ledger.calls_in_flight += 1
+
+    def settle(self, usage: Usage | None) -> None:
+        """The call happened: count it and its tokens (none when it failed) on every ledger."""
+        if not self._open:
+            return
+        self._open = False
+        tokens = usage.input_tokens + usage.output_tokens if usage is not None else 0
+        for ledger in self._ledgers:
+            ledger.calls_in_flight -= 1
+            ledger.model_calls += 1
+            ledger.tokens += tokens
+
+    def release(self) -> None:
+        """The call never reached the model: it counts nowhere (a no-op once settled)."""
+        if not self._open:
+            return
+        self._open = False
+        for ledger in self._ledgers:
+            ledger.calls_in_flight -= 1
+
+
+class Ledger:
+    """What one agent's subtree has used against its budget; charges reach every ancestor.
+
+    What is guaranteed under concurrency (siblings calling the model at the same time):
+    - model calls: settled plus reserved calls never exceed any limit on the chain, so the
+      count recorded in the logs stays within the budget;
+    - tokens: a call's tokens are known only when it ends, so the guarantee is that no call
+      starts once the settled tokens reach a limit; calls already in flight then may take
+      the total past it by their own usage.
+    """
+
+    __slots__ = (
+        "calls_in_flight",
+        "children",
+        "limits",
+        "model_calls",
+        "owner",
+        "parent",
+        "tokens",
+    )
 
     def __init__(
         self,
@@ -84,6 +141,8 @@ class Ledger:
         self.tokens = tokens
         self.model_calls = model_calls
         self.children = children
+        self.calls_in_flight = 0
+        """Model calls reserved in this subtree and not yet settled or released."""
 
     def chain(self) -> Iterator[Ledger]:
         """This ledger, then each ancestor's."""
@@ -100,26 +159,41 @@ class Ledger:
             if limits.tokens is not None:
                 tokens = _min(tokens, max(0, limits.tokens - ledger.tokens))
             if limits.model_calls is not None:
-                calls = _min(calls, max(0, limits.model_calls - ledger.model_calls))
+                used = ledger.model_calls + ledger.calls_in_flight
+                calls = _min(calls, max(0, limits.model_calls - used))
             if limits.children is not None:
                 children = _min(children, max(0, limits.children - ledger.children))
         return Budget(tokens=tokens, model_calls=calls, children=children)
 
     def charge_call(self, usage: Usage | None) -> None:
-        """Count one model call and its tokens, here and in every ancestor."""
-        tokens = usage.input_tokens + usage.output_tokens if usage is not None else 0
-        for ledger in self.chain():
-            ledger.model_calls += 1
-            ledger.tokens += tokens
+        """Count one model call and its tokens, here and in every ancestor (no reservation)."""
+        CallReservation(tuple(self.chain())).settle(usage)
+
+    def reserve_call(self) -> CallReservation | str:
+        """Hold one model call on the whole chain before it starts, or say why it may not.
+
+        The check and the reservation happen together, so concurrent siblings can never both
+        take the last call; settle or release the reservation when the call ends.
+        """
+        spent = self.spent()
+        if spent is not None:
+            return spent
+        return CallReservation(tuple(self.chain()))
 
     def spent(self) -> str | None:
-        """Why no further model call is allowed (a spent token or call budget), else None."""
+        """Why no further model call is allowed (a spent token or call budget), else None.
+
+        Calls in flight count against a call budget; their tokens are not known yet.
+        """
         for ledger in self.chain():
             limits = ledger.limits
-            if limits.model_calls is not None and ledger.model_calls >= limits.model_calls:
+            used = ledger.model_calls + ledger.calls_in_flight
+            if limits.model_calls is not None and used >= limits.model_calls:
+                pending = ledger.calls_in_flight
                 return (
                     f"the model-call budget of {ledger.owner} is spent "
-                    f"({ledger.model_calls} of {limits.model_calls} calls used)"
+                    f"({ledger.model_calls} of {limits.model_calls} calls used"
+                    + (f", {pending} more in progress)" if pending else ")")
                 )
             if limits.tokens is not None and ledger.tokens >= limits.tokens:
                 return (

@@ -33,6 +33,7 @@ from ._bus import AgentFailed
 
 if TYPE_CHECKING:
     from ._agent import Agent
+    from ._budget import CallReservation
 
 __all__ = ["run_turn"]
 
@@ -100,11 +101,16 @@ async def _run_steps(agent: Agent, turn: _Turn) -> TurnEnd:
         for message in batch:
             record(UserMessageEvent(message=message, turn=turn.number))
             agent.transcript.append(message)
-        ledger = agent.ledger
-        if ledger is not None and (spent := ledger.spent()) is not None:
+        # Reserved before the call, so concurrent siblings cannot overspend a shared budget.
+        reservation = agent.ledger.reserve_call() if agent.ledger is not None else None
+        if isinstance(reservation, str):
             _close_step(agent, turn)
-            return _budget_end(turn.number, spent)
-        outcome = await _run_step(agent, turn.number, turn.step)
+            return _budget_end(turn.number, reservation)
+        try:
+            outcome = await _run_step(agent, turn.number, turn.step, reservation)
+        finally:
+            if reservation is not None:
+                reservation.release()  # the call never reached the model (no-op once settled)
         _close_step(agent, turn)
         if outcome == "continue":
             continue
@@ -163,7 +169,9 @@ def _log_request_header(agent: Agent, request: ModelRequest) -> None:
     )
 
 
-async def _run_step(agent: Agent, turn: int, step: int) -> StepOutcome:
+async def _run_step(
+    agent: Agent, turn: int, step: int, reservation: CallReservation | None
+) -> StepOutcome:
     record = agent.record
     request = _build_request(agent)
     _log_request_header(agent, request)
@@ -181,8 +189,8 @@ async def _run_step(agent: Agent, turn: int, step: int) -> StepOutcome:
                 )
             )
             agent.transcript.append(partial)
-            if agent.ledger is not None:
-                agent.ledger.charge_call(assembler.usage)
+            if reservation is not None:
+                reservation.settle(assembler.usage)
         else:
             # Nothing of this call reached the log, so it consumed no response: a live agent
             # and one resumed from the log must agree on the next call index.
@@ -195,8 +203,8 @@ async def _run_step(agent: Agent, turn: int, step: int) -> StepOutcome:
             else ModelError(f"model adapter failed: {type(exc).__name__}: {exc}")
         )
         record(ModelErrorEvent(turn=turn, step=step, code=error.code, message=error.message))
-        if agent.ledger is not None:
-            agent.ledger.charge_call(None)
+        if reservation is not None:
+            reservation.settle(None)
         raise error from exc
     message = assembler.message()
     record(
@@ -204,8 +212,8 @@ async def _run_step(agent: Agent, turn: int, step: int) -> StepOutcome:
             turn=turn, step=step, message=message, finish=assembler.finish, usage=assembler.usage
         )
     )
-    if agent.ledger is not None:
-        agent.ledger.charge_call(assembler.usage)
+    if reservation is not None:
+        reservation.settle(assembler.usage)
     if message.content:
         agent.transcript.append(message)
     if assembler.finish in ("max-tokens", "refusal"):
@@ -371,7 +379,11 @@ class _ToolBatch:
             if index in self.outcomes:
                 outcome = self.outcomes[index]
             elif index in self.started:
-                outcome = ToolOutcome(ABORTED_TEXT, True, ErrorCode.ABORTED)
+                # A tool may say in its own words what a cut call means (a delegation: the
+                # child's run was cancelled).
+                spec = self.agent.tools.get(self.calls[index].name)
+                text = spec.aborted_text if spec is not None and spec.aborted_text else None
+                outcome = ToolOutcome(text or ABORTED_TEXT, True, ErrorCode.ABORTED)
             else:
                 self.record_call(index)
                 outcome = ToolOutcome(
