@@ -6,9 +6,14 @@ from ._clock import Clock as Clock, SystemClock as SystemClock
 from .core import (
     Agent as Agent,
     AgentConfig as AgentConfig,
+    AgentCreated as AgentCreated,
+    AgentDisposed as AgentDisposed,
+    AgentFailed as AgentFailed,
+    AgentStatusChanged as AgentStatusChanged,
     Budget as Budget,
     LiveEvent as LiveEvent,
     RunResult as RunResult,
+    SessionEventPosted as SessionEventPosted,
 )
 from .errors import (
     ConfigError as ConfigError,
@@ -32,6 +37,8 @@ from .sessions import EventRecord as EventRecord, EventStore as EventStore
 from .subagents import (
     AgentDefinition as AgentDefinition,
     DelegationOptions as DelegationOptions,
+    SubagentEnded as SubagentEnded,
+    SubagentStarted as SubagentStarted,
 )
 from .tools import (
     ToolContext as ToolContext,
@@ -46,7 +53,11 @@ __version__ = _version("subagents")
 __all__ = [
     "Agent",
     "AgentConfig",
+    "AgentCreated",
     "AgentDefinition",
+    "AgentDisposed",
+    "AgentFailed",
+    "AgentStatusChanged",
     "AssistantMessage",
     "Budget",
     "Clock",
@@ -63,7 +74,10 @@ __all__ = [
     "RunError",
     "RunResult",
     "Runtime",
+    "SessionEventPosted",
     "StoreError",
+    "SubagentEnded",
+    "SubagentStarted",
     "SubagentsError",
     "SystemClock",
     "ToolContext",

@@ -1,4 +1,4 @@
-"""`subagents agents` and `run --agent` (DESIGN.md 4.1, 4.4), as real subprocesses.
+"""`subagents agents` and `run --agent` (docs/design.md §8, §13), as real subprocesses.
 
 The `cli` fixture runs in `tmp_path` (the project directory) with SUBAGENTS_HOME=`home`.
 """
@@ -121,7 +121,9 @@ agent-1:
         return next(e["payload"] for e in events if e["kind"] == "request/header")
 
     lead = header("lead")
-    assert lead["system"] == "You are a careful code reviewer."
+    assert str(lead["system"]).startswith(
+        "You are a careful code reviewer.\n\nCurrent file policy: workspace-write."
+    )
     assert lead["tools"] == ["subagent", "task_list"]
     child = header("agent-1")
     assert child["tools"] == ["subagent", "task_list"]  # the lead's scope, never more

@@ -357,7 +357,7 @@ async def test_connection_refused_is_transport() -> None:
     async with OpenAICompatModel("m", base_url=url, api_key="k", max_retries=0) as adapter:
         error = await failure(adapter)
     assert (error.code, error.retryable) == (ErrorCode.TRANSPORT, True)
-    assert error.message.startswith(f"could not reach model server at {url}")
+    assert error.message.startswith(f"could not reach {url}: connection refused")
 
 
 async def test_no_answer_in_time_is_timeout(chat_server: ChatServer) -> None:

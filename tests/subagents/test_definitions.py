@@ -1,4 +1,4 @@
-"""Agent definition files (DESIGN.md 4.4, spec/subagents.md 7.1, note N3): parsing, tiers and
+"""Agent definition files (docs/design.md §8): parsing, tiers and
 precedence, problems with path and line, and the `subagent` tool's `agent` parameter.
 """
 
@@ -447,4 +447,40 @@ async def test_a_matching_model_is_accepted() -> None:
         lead = rt.get_agent(result.session_id)
         assert lead is not None
         assert replies(lead) == [ToolReply("subagent", "pinned answer", False, None)]
+    model.assert_complete()
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [("", None), ("tools:\n", None), ("tools: []\n", ()), ("tools: ''\n", ())],
+    ids=["absent", "blank", "empty-list", "empty-string"],
+)
+def test_an_empty_tools_list_means_none_and_no_key_means_all(
+    line: str, expected: tuple[str, ...] | None
+) -> None:
+    text = f"---\nname: helper\ndescription: Helps.\n{line}---\nHelp.\n"
+    definition, problems = parse_definition(text, source="helper.md")
+    assert problems == []
+    assert definition is not None
+    assert definition.tools == expected
+
+
+async def test_a_child_from_a_definition_with_tools_empty_gets_no_tools(tmp_path: Path) -> None:
+    agents = tmp_path / ".subagents" / "agents"
+    write(agents, "bare.md", "---\nname: bare\ndescription: No tools.\ntools: []\n---\nBare.\n")
+    write(agents, "full.md", simple("full", "All tools."))
+    rt, model = make_runtime(
+        "lead:\n  - calls:\n"
+        "      - {tool: subagent, args: {description: d, prompt: p, agent: bare}}\n"
+        "      - {tool: subagent, args: {description: d, prompt: p, agent: full}}\n"
+        "  - text: ok\nbare:\n  - text: bare done\nfull:\n  - text: full done\n",
+        cwd=str(tmp_path),
+    )
+    async with rt:
+        await rt.run("go")
+    [bare] = model.requests_of("bare")
+    [full] = model.requests_of("full")
+    assert [t.name for t in bare.tools] == []
+    lead_tools = {t.name for t in model.requests_of("lead")[0].tools}
+    assert {t.name for t in full.tools} == lead_tools
     model.assert_complete()

@@ -1,4 +1,4 @@
-"""Tool scope of agent definitions (spec/subagents.md 7.2 and 9.12 item 114, note N3): the
+"""Tool scope of agent definitions (docs/design.md §8): the
 resolution rule as properties, then what a child started from a definition actually sees.
 
 A child's model requests are the ground truth: `RecordingModel` keeps each request's system
@@ -28,13 +28,14 @@ TOOL_LISTS = st.lists(NAMES, unique=True)
 
 
 def scoped(
-    allow: list[str] | tuple[str, ...], deny: list[str] | tuple[str, ...]
+    allow: list[str] | tuple[str, ...] | None, deny: list[str] | tuple[str, ...]
 ) -> AgentDefinition:
+    """`allow=None` is a definition without `tools` (every tool); `[]` one with `tools: []`."""
     return AgentDefinition(
         name="scoped",
         description="A scoped agent.",
         body="You are scoped.",
-        tools=tuple(allow),
+        tools=None if allow is None else tuple(allow),
         disallowed_tools=tuple(deny),
     )
 
@@ -48,7 +49,10 @@ def test_the_spec_examples() -> None:
         "read",
         "write",
     }
-    assert resolve_tools(scoped([], ["exec"]), universe) == {"read", "write", "search"}
+    # No allow list is the universe minus the deny list (spec behaviour); an explicit empty
+    # one gives nothing (issue 11: `tools: []` in a definition file means no tools).
+    assert resolve_tools(scoped(None, ["exec"]), universe) == {"read", "write", "search"}
+    assert resolve_tools(scoped([], ["exec"]), universe) == set()
     assert resolve_tools(scoped(["read", "ghost"], []), {"read", "write"}) == {"read"}
 
 
@@ -67,10 +71,11 @@ def test_a_denied_tool_is_never_in_scope(
 
 
 @given(deny=TOOL_LISTS, host=TOOL_SETS)
-def test_an_empty_allow_list_is_the_host_minus_the_deny_list(
+def test_no_allow_list_is_the_host_minus_the_deny_list(
     deny: list[str], host: frozenset[str]
 ) -> None:
-    assert resolve_tools(scoped([], deny), host) == host - set(deny)
+    assert resolve_tools(scoped(None, deny), host) == host - set(deny)
+    assert resolve_tools(scoped([], deny), host) == frozenset()
 
 
 @given(allow=st.lists(NAMES, unique=True, min_size=1), deny=TOOL_LISTS, host=TOOL_SETS)
@@ -166,7 +171,8 @@ lead:
         result = await rt.run("go", agent=lead)
         assert result.output == "done"
     [lead_request, _] = model.requests_of("lead")
-    assert lead_request.system == "You have few tools."
+    # The body, then what the lead is told of its file policy.
+    assert lead_request.system.startswith("You have few tools.\n\nCurrent file policy: ")
     assert tool_names(lead_request) == ["subagent", "task_list"]
     # An empty allow list means everything the starter has, not everything the runtime has.
     assert tool_names(model.requests_of("everything")[0]) == ["subagent", "task_list"]
@@ -354,4 +360,5 @@ async def test_a_resumed_root_keeps_the_definition_it_ran(tmp_path: Path) -> Non
     (after,) = second.requests_of("lead")
     assert tool_names(after) == tool_names(before)
     assert "subagent" not in tool_names(after)
-    assert after.system == before.system == "You are a meticulous reviewer."
+    assert after.system == before.system
+    assert before.system.startswith("You are a meticulous reviewer.\n\nCurrent file policy: ")

@@ -1,28 +1,39 @@
 """Live events: what a UI or an embedding program can watch while agents run.
 
 Listeners are called synchronously; a failing listener is logged and affects nothing.
+
+A session's records are posted once durable, after the write, while other events (an agent
+going idle, a child's end) are emitted at once. `CausalOrder` holds those back for a listener
+until the records their session had submitted before them are posted, so a listener sees a
+child's last message and `turn/end` before its `idle` and its `SubagentEnded`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from ..sessions import EventRecord
+from ..sessions._session import Session
 
 __all__ = [
     "AgentCreated",
     "AgentDisposed",
     "AgentFailed",
     "AgentStatusChanged",
+    "CausalOrder",
     "EventBus",
     "LiveEvent",
     "SessionEventPosted",
 ]
 
 log = logging.getLogger("subagents.bus")
+
+_SETTLED = 1 << 62
+"""The posted seq of a disposed agent's session: nothing more will be posted for it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,3 +117,87 @@ class EventBus:
                 listener(event)
             except Exception:
                 log.exception("live event listener failed on %s", type(event).__name__)
+
+
+def _subject(event: object) -> str | None:
+    """The session an event is about: its agent's, or for a child's lifecycle, the child's."""
+    for attribute in ("agent_id", "child_id"):
+        value = getattr(event, attribute, None)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+class CausalOrder:
+    """A listener wrapper that delivers events in log order.
+
+    `session_of(session_id)` is the session a live agent holds (None if none does). An event
+    about a session waits until every record that session had submitted when the event was
+    emitted is posted; events keep their emission order among themselves, and records are
+    never held. `AgentDisposed` comes after the agent's last write settled (posted, or failed),
+    so it releases whatever waits on that session. A session first heard of through an event
+    has its earlier records taken as posted: they were written before this listener knew it.
+    """
+
+    def __init__(self, listener: Listener, session_of: Callable[[str], Session | None]) -> None:
+        self._listener = listener
+        self._session_of = session_of
+        self._sessions: dict[str, Session] = {}
+        """Sessions seen, kept past their agent's removal from the runtime (which comes
+        before its last records are posted), until its `AgentDisposed`."""
+        self._posted: dict[str, int] = {}
+        """The highest seq posted per session, as far as this listener knows."""
+        self._held: deque[tuple[object, str | None, int]] = deque()
+
+    def __call__(self, event: object) -> None:
+        if isinstance(event, SessionEventPosted):
+            seq = event.record.seq
+            if seq > self._posted.get(event.agent_id, -1):
+                self._posted[event.agent_id] = seq
+            self._deliver(event)
+            self._release()
+            return
+        subject = _subject(event)
+        barrier = (
+            -1 if subject is None else self._barrier(subject, fresh=isinstance(event, AgentCreated))
+        )
+        if isinstance(event, AgentDisposed):
+            self._sessions.pop(event.agent_id, None)
+            self._posted[event.agent_id] = _SETTLED
+        if self._held or not self._ready(subject, barrier):
+            # Behind a held event even if ready itself: events keep their order.
+            self._held.append((event, subject, barrier))
+            return
+        self._deliver(event)
+        if isinstance(event, AgentDisposed):
+            self._release()
+
+    def _barrier(self, subject: str, *, fresh: bool) -> int:
+        """The seq of the last record `subject` has submitted (-1: none we could wait for)."""
+        session = None if fresh else self._sessions.get(subject)
+        if session is None:
+            session = self._session_of(subject)
+            if session is None:
+                return -1
+            if fresh or subject not in self._sessions:
+                # First sight (or a reloaded agent): what it holds was written before.
+                self._posted[subject] = max(session.next_seq - 1, -1)
+            self._sessions[subject] = session
+        return session.next_seq - 1
+
+    def _ready(self, subject: str | None, barrier: int) -> bool:
+        return subject is None or barrier <= self._posted.get(subject, barrier)
+
+    def _release(self) -> None:
+        while self._held:
+            event, subject, barrier = self._held[0]
+            if not self._ready(subject, barrier):
+                return
+            self._held.popleft()
+            self._deliver(event)
+
+    def _deliver(self, event: object) -> None:
+        try:
+            self._listener(event)
+        except Exception:
+            log.exception("live event listener failed on %s", type(event).__name__)

@@ -4,6 +4,9 @@ OpenAI, DeepSeek, vLLM, Ollama, llama.cpp server and OpenRouter all speak this p
 SDK retries connection errors, timeouts and HTTP 408/409/429/5xx itself (`max_retries`,
 exponential backoff from 0.5 s, honouring `Retry-After` / `retry-after-ms`); this adapter
 retries an empty answer that streamed nothing, and maps what is left to `ModelError` codes.
+A refused connection is the exception: nothing listens at the base URL, and backing off for
+seconds would only delay saying so, so it gets one quick retry (a server still starting) and
+then fails at once.
 
 DeepSeek's `reasoning_content` is streamed as reasoning and sent back on every later assistant
 turn that has reasoning, which DeepSeek requires on tool-call turns in thinking mode.
@@ -11,6 +14,9 @@ turn that has reasoning, which DeepSeek requires on tool-call turns in thinking 
 
 from __future__ import annotations
 
+import asyncio
+import errno
+import logging
 import re
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any, cast
@@ -58,6 +64,11 @@ from ._base import (
 
 __all__ = ["OpenAICompatModel"]
 
+log = logging.getLogger("subagents.models")
+
+_REFUSED_RETRY_DELAY = 0.25
+"""Seconds before the one retry of a refused connection."""
+
 _FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop",
     "tool_calls": "tool-calls",
@@ -70,6 +81,47 @@ _CONTEXT_WORDING = re.compile(
     r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long",
     re.IGNORECASE,
 )
+
+
+class _ConnectionRefused(APIConnectionError):
+    """Nothing listens at the base URL.
+
+    The SDK does not retry an `OpenAIError` raised by the transport, which is the point: the
+    refusal is final after our own quick retry.
+    """
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a transport error comes from a refused TCP connection (anywhere in its chain)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError) or (
+            isinstance(current, OSError) and current.errno == errno.ECONNREFUSED
+        ):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+class _FailFastClient(AsyncOpenAI):
+    """The SDK client, except that a refused connection is retried once, quickly, then final."""
+
+    async def _send_request(self, request: Any, *, stream: bool, **kwargs: Any) -> Any:
+        try:
+            return await super()._send_request(request, stream=stream, **kwargs)
+        except Exception as exc:
+            if not _refused(exc):
+                raise
+        log.debug("connection refused at %s; one quick retry", request.url)
+        await asyncio.sleep(_REFUSED_RETRY_DELAY)
+        try:
+            return await super()._send_request(request, stream=stream, **kwargs)
+        except Exception as exc:
+            if _refused(exc):
+                raise _ConnectionRefused(message="connection refused", request=request) from exc
+            raise
 
 
 class OpenAICompatModel:
@@ -98,7 +150,7 @@ class OpenAICompatModel:
         self._reasoning_effort = reasoning_effort
         self._closed = False
         try:
-            self._client = AsyncOpenAI(
+            self._client = _FailFastClient(
                 api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
             )
         except OpenAIError as exc:
@@ -198,6 +250,18 @@ class OpenAICompatModel:
     def _fields(self) -> JsonObject:
         return {"provider": self._provider, "model": self._model, "base_url": self.base_url}
 
+    def _not_found_hint(self, detail: str) -> str:
+        """A 404 means a wrong base URL or path, unless the server says the model is unknown."""
+        if _MODEL_UNKNOWN.search(detail):
+            return (
+                f"the server does not know model {self._model!r}: check the model name "
+                f"(and that {self.base_url} is the server you meant)"
+            )
+        return (
+            f"check the base URL {self.base_url}: it must be the API root the chat-completions "
+            "path is appended to (often ending in /v1)"
+        )
+
     def _malformed(self, what: str) -> ModelError:
         return ModelError(
             f"{self._where()} sent a malformed stream: {what};"
@@ -224,6 +288,20 @@ class OpenAICompatModel:
         else:
             gave_up = ""
         match code:
+            case ErrorCode.TRANSPORT if isinstance(exc, _ConnectionRefused):
+                fields["reason"] = "connection-refused"
+                text = (
+                    f"could not reach {self.base_url}: connection refused; start the model "
+                    "server or fix the base URL"
+                )
+            case ErrorCode.TRANSPORT if streaming:
+                # The server answered and then the connection broke: it was reached.
+                code = ErrorCode.SERVER
+                fields["reason"] = "stream-cut"
+                text = f"the stream from {where} was cut after it started: {detail}; retry later"
+            case ErrorCode.INVALID_REQUEST if status == " (404)":
+                hint = self._not_found_hint(detail)
+                text = f"{where} rejected the request (404): {detail}; {hint}"
             case ErrorCode.AUTH if isinstance(exc, AuthenticationError):
                 variable = _KEY_VARIABLES.get(self._provider, "OPENAI_API_KEY")
                 text = f"{where} rejected the API key{status}; set {variable}"
@@ -241,6 +319,13 @@ class OpenAICompatModel:
             case _:
                 text = f"{where} failed{status}{gave_up}: {detail}; {hint}"
         return ModelError(text, code=code, retryable=retryable, **fields)
+
+
+_MODEL_UNKNOWN = re.compile(
+    r"model.*(not found|does not exist|not exist|unknown|no such|not available)"
+    r"|(unknown|no such|invalid) model",
+    re.IGNORECASE,
+)
 
 
 def _classify(exc: APIError) -> tuple[ErrorCode, bool, str]:

@@ -10,10 +10,11 @@ max_depth: 0
 You review code. ...
 ```
 
-Tiers (DESIGN.md 4.4): tenant `default` reads the project tier `<cwd>/.subagents/agents/*.md`
+Tiers: tenant `default` reads the project tier `<cwd>/.subagents/agents/*.md`
 and the user tier `$SUBAGENTS_HOME/agents/*.md`, the project file winning a name clash. Any
 other tenant reads only `$SUBAGENTS_HOME/tenants/<tenant>/agents/*.md`: the project and user
 tiers belong to tenant `default`, and a tenant never sees another tenant's files (fail closed).
+A caller may instead name one folder of definition files (`load_definitions_folder`).
 
 A file that cannot be used is reported as a `DefinitionProblem` (its path and line) and
 skipped; loading never raises for a bad file and never drops one silently. Claude Code keys
@@ -34,7 +35,7 @@ from ..core import Budget
 from ..errors import ConfigError
 from ..ids import check_tenant_id
 from ..messages import JsonObject
-from ._frontmatter import BUDGET_KEYS, DefinitionProblem, read_frontmatter
+from ._frontmatter import BUDGET_KEYS, DefinitionProblem, Frontmatter, read_frontmatter
 from ._naming import name_error
 
 __all__ = [
@@ -42,13 +43,16 @@ __all__ = [
     "DefinitionProblem",
     "Tier",
     "aload_definitions",
+    "check_definitions_folder",
     "definition_dirs",
     "load_definitions",
+    "load_definitions_folder",
     "parse_definition",
     "subagents_home",
 ]
 
-Tier: TypeAlias = Literal["project", "user", "tenant"]
+Tier: TypeAlias = Literal["project", "user", "tenant", "folder"]
+"""Where a definition was read: a tenant's tiers, or a folder the caller named."""
 
 MAX_DEFINITION_BYTES = 1024 * 1024
 """A definition file larger than this (1 MiB) is refused as a problem, unread."""
@@ -62,8 +66,9 @@ class AgentDefinition:
     description: str
     body: str
     """The instructions (the Markdown below the frontmatter)."""
-    tools: tuple[str, ...] = ()
-    """The allow list; empty means every host tool that is not denied."""
+    tools: tuple[str, ...] | None = None
+    """The allow list: None (no `tools` key) means every host tool that is not denied; an
+    empty list (`tools: []`) means no tools at all."""
     disallowed_tools: tuple[str, ...] = ()
     model: str = "inherit"
     """`inherit`, or a model spec in canonical form."""
@@ -107,7 +112,7 @@ def parse_definition(
         name=name or "",
         description=description or "",
         body=found.body,
-        tools=found.tool_list("tools"),
+        tools=_allow_list(found),
         disallowed_tools=found.tool_list("disallowed_tools"),
         model=found.model(),
         context=boundary,
@@ -122,6 +127,14 @@ def parse_definition(
     if found.errors:
         return None, found.problems()
     return definition, found.problems()
+
+
+def _allow_list(found: Frontmatter) -> tuple[str, ...] | None:
+    """The `tools` key: None when absent or left blank (every tool), else its names."""
+    given = None if found.values is None else found.values.get("tools")
+    if given is None or given[1] is None:
+        return None
+    return found.tool_list("tools")
 
 
 # -- tiers ------------------------------------------------------------------------------------
@@ -192,6 +205,40 @@ async def aload_definitions(
 ) -> tuple[dict[str, AgentDefinition], list[DefinitionProblem]]:
     """`load_definitions` off the event loop."""
     return await asyncio.to_thread(load_definitions, cwd, home, tenant)
+
+
+def check_definitions_folder(directory: str | os.PathLike[str]) -> Path:
+    """`directory` as a `Path` if it is a folder that exists, else a one-line `ConfigError`."""
+    path = Path(directory)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise ConfigError(f"definitions folder {str(path)!r} does not exist") from None
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"definitions folder {str(path)!r} cannot be read: {reason}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"definitions folder {str(path)!r} is not a directory")
+    return path
+
+
+def load_definitions_folder(
+    directory: str | os.PathLike[str],
+) -> tuple[dict[str, AgentDefinition], list[DefinitionProblem]]:
+    """Read the `*.md` definition files of one folder (blocking), by name, with the problems.
+
+    A folder that is gone by now is reported as a problem rather than raised: the caller
+    checked it when it was named (`check_definitions_folder`).
+    """
+    path = Path(directory)
+    problems: list[DefinitionProblem] = []
+    if not path.is_dir():
+        problems.append(
+            DefinitionProblem(str(path), None, "the definitions folder is gone", skipped=False)
+        )
+        return {}, problems
+    found = _read_tier("folder", path, problems)
+    return dict(sorted((d.name, d) for d in found)), problems
 
 
 def _read_tier(

@@ -26,12 +26,14 @@ __all__ = [
 
 
 def resolve_tools(definition: AgentDefinition, host_tools: Set[str]) -> frozenset[str]:
-    """The tools a definition gets: (its allow list, or every host tool) minus its deny list.
+    """The tools a definition gets: its allow list (None: every host tool) minus its deny list.
+
+    An empty allow list (`tools: []`) gives no tools.
 
     Intersected with `host_tools`: a name the host does not expose is dropped, so the result
     is never wider than the host nor than the allow list.
     """
-    allowed = frozenset(host_tools) if not definition.tools else frozenset(definition.tools)
+    allowed = frozenset(host_tools if definition.tools is None else definition.tools)
     return (allowed & frozenset(host_tools)) - frozenset(definition.disallowed_tools)
 
 
@@ -88,7 +90,8 @@ def check_definition_tools(definition: AgentDefinition, known: Set[str]) -> None
     A tool the runtime has but the starting agent may not use is not an error: resolution
     drops it, which narrows the scope.
     """
-    unknown = [t for t in (*definition.tools, *definition.disallowed_tools) if t not in known]
+    named = (*(definition.tools or ()), *definition.disallowed_tools)
+    unknown = [t for t in named if t not in known]
     if unknown:
         raise ConfigError(
             f'agent definition "{definition.name}" ({definition.source}) names tools this '

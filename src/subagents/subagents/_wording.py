@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from ..policy import SandboxMode
 
 if TYPE_CHECKING:
     from ._definitions import AgentDefinition
@@ -12,8 +15,11 @@ __all__ = [
     "agent_parameter_description",
     "definitions_description",
     "delegation_statement",
+    "file_policy_statement",
     "tool_description",
     "prompt_description",
+    "with_file_policy",
+    "without_file_policy",
 ]
 
 _FRESH = (
@@ -115,3 +121,53 @@ def delegation_statement(*, full_name: str, depth: int, max_depth: int | None) -
         "when you were started; when the task needs more, state the limitation in your answer "
         f"instead of retrying. {budget}"
     )
+
+
+_POLICY_OPENING = "Current file policy: "
+_DELEGATED_OPENING = 'You are the delegated subagent "'
+
+
+def file_policy_statement(mode: SandboxMode, workspace_root: str) -> str:
+    """What the model is told of its file policy (one sentence per mode, capability-neutral)."""
+    match mode:
+        case "read-only":
+            return (
+                f"{_POLICY_OPENING}read-only. Files cannot be modified here; if the task needs "
+                "a change, do not refuse it from this policy alone: try the tool and follow "
+                "what its denial says."
+            )
+        case "workspace-write":
+            return (
+                f"{_POLICY_OPENING}workspace-write. You may modify files under the workspace "
+                f"{json.dumps(workspace_root, ensure_ascii=False)}; some temporary areas of "
+                "the platform may be writable too."
+            )
+        case "danger-full-access":
+            return (
+                f"{_POLICY_OPENING}danger-full-access. The file sandbox does not restrict "
+                "modifications."
+            )
+
+
+def without_file_policy(instructions: str) -> str:
+    """`instructions` without their file policy paragraph."""
+    return "\n\n".join(p for p in instructions.split("\n\n") if not p.startswith(_POLICY_OPENING))
+
+
+def with_file_policy(instructions: str, statement: str) -> str:
+    """`instructions` telling `statement`: it replaces an earlier policy paragraph in place.
+
+    A new one follows the delegation statement (so instructions added after it, such as the
+    structured-output instruction, stay last), else ends the text.
+    """
+    paragraphs = instructions.split("\n\n")
+    for index, paragraph in enumerate(paragraphs):
+        if paragraph.startswith(_POLICY_OPENING):
+            paragraphs[index] = statement
+            return "\n\n".join(paragraphs)
+    at = len(paragraphs)
+    for index, paragraph in enumerate(paragraphs):
+        if paragraph.startswith(_DELEGATED_OPENING):
+            at = index + 1
+    paragraphs.insert(at, statement)
+    return "\n\n".join(paragraphs)

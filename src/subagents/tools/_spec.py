@@ -1,7 +1,8 @@
 """Tool definitions: `ToolSpec`, the `ToolContext` a handler receives, and the `@tool` decorator.
 
 The decorator derives the JSON Schema of the parameters from the handler's type hints (through
-msgspec's schema generator) and the descriptions from its Google-style docstring.
+msgspec's schema generator, or pydantic's for pydantic models) and the descriptions from its
+Google-style docstring; arguments reach the handler converted to the declared types.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, overload
 
-import msgspec
 from jsonschema import Draft202012Validator, SchemaError
 
 from ..errors import ErrorCode, UsageError
 from ..messages import JsonObject, JsonValue
+from ._convert import ParamCodec, json_default, param_codec
 
 __all__ = ["ToolContext", "ToolHandler", "ToolResult", "ToolSpec", "tool"]
 
@@ -81,6 +82,9 @@ class ToolSpec:
     checkpoint: bool = True
     """Make the log durable before the handler runs. Only tools whose every effect is written
     to our own log after the call (delegation, task control) may turn it off."""
+    aborted_text: str | None = None
+    """What the model reads when a cancellation cuts a started call (None: the loop's
+    generic `tool call aborted`); a delegation tool says its child's run was cancelled."""
     validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -164,6 +168,7 @@ def _spec_from_function(
     properties: dict[str, Any] = {}
     required: list[str] = []
     defs: dict[str, Any] = {}
+    converters: dict[str, Callable[[Any], Any]] = {}
     wants_context = False
     params, takes_extra = _named_parameters(func)
     for index, param in enumerate(params):
@@ -171,14 +176,17 @@ def _spec_from_function(
         if index == 0 and annotation is ToolContext:
             wants_context = True
             continue
-        schema = _param_schema(func, param.name, annotation)
+        codec = _param_codec(func, param.name, annotation)
+        if codec.convert is not None:
+            converters[param.name] = codec.convert
+        schema = dict(codec.schema)
         defs.update(schema.pop("$defs", {}))
         if param.name in arg_docs:
             schema["description"] = arg_docs[param.name]
         if param.default is inspect.Parameter.empty:
             required.append(param.name)
-        elif param.default is not None:
-            schema["default"] = msgspec.to_builtins(param.default)
+        elif param.default is not None and (default := json_default(param.default)) is not None:
+            schema["default"] = default
         properties[param.name] = schema
     parameters: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
@@ -191,6 +199,9 @@ def _spec_from_function(
     async def handler(args: JsonObject, ctx: ToolContext) -> Any:
         # Undeclared keys pass validation; a function without **kwargs cannot take them.
         kwargs = args if takes_extra else {k: v for k, v in args.items() if k in declared}
+        # Dataclasses, Structs and pydantic models arrive as JSON objects: build the declared
+        # type, or raise ToolArgsError (INVALID_ARGS) for the model to correct.
+        kwargs = {k: converters[k](v) if k in converters else v for k, v in kwargs.items()}
         if wants_context:
             return await func(ctx, **kwargs)
         return await func(**kwargs)
@@ -212,17 +223,17 @@ def _named_parameters(func: Callable[..., Awaitable[Any]]) -> tuple[list[inspect
     return [p for p in params if p.kind not in variadic], takes_extra
 
 
-def _param_schema(func: Callable[..., Awaitable[Any]], name: str, annotation: Any) -> JsonObject:
+def _param_codec(func: Callable[..., Awaitable[Any]], name: str, annotation: Any) -> ParamCodec:
     if annotation is ToolContext:
         raise UsageError(
             f"tool {func.__name__!r}: a ToolContext parameter must be the first parameter"
         )
     try:
-        return dict(msgspec.json.schema(annotation, ref_template="#/$defs/{name}"))
+        return param_codec(name, annotation)
     except TypeError as exc:
         raise UsageError(
             f"tool {func.__name__!r}: parameter {name!r} has a type with no JSON Schema "
-            f"({annotation!r}); use JSON types, msgspec Structs or dataclasses"
+            f"({annotation!r}); use JSON types, msgspec Structs, dataclasses or pydantic models"
         ) from exc
 
 
