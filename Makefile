@@ -2,21 +2,27 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+RUNTIME_STAMP := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
-CODE := $(wildcard src tests examples bench)
+CODE := $(wildcard src tests bench)
 COVERAGE_FLOOR := 85
 
 .PHONY: install sandbox-deps demo check format lint typecheck test bench clean
 
-$(STAMP): pyproject.toml | sandbox-deps
+# The runtime alone (what `make demo` needs); the dev tools come on top for `make check`.
+$(RUNTIME_STAMP): pyproject.toml | sandbox-deps
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME_STAMP)
+
+$(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
-# bubblewrap confines workflow scripts and bash (DESIGN.md 4.6). Installed where missing when we
+# bubblewrap confines workflow scripts and bash (docs/sandbox.md). Installed where missing when we
 # are root with apt; otherwise a note, since sandboxed runs fall back to Landlock.
 sandbox-deps:
 	@command -v bwrap >/dev/null 2>&1 || { \
@@ -27,7 +33,7 @@ sandbox-deps:
 	    echo "note: bubblewrap (bwrap) is missing; sandboxed runs fall back to Landlock (Debian: sudo apt-get install bubblewrap)"; \
 	  fi; }
 
-demo: $(STAMP)
+demo: $(RUNTIME_STAMP)
 	$(BIN)/subagents demo
 
 format: $(STAMP)

@@ -29,17 +29,17 @@ def test_demo_runs_a_scripted_tree(cli: Cli, home: Path) -> None:
     tree = json.loads(cli("tree", row["session_id"], "--json").stdout)
     assert [(r["name"], r["parent"], r["mode"], r["status"], r["depth"]) for r in tree] == [
         ("lead", None, "root", "completed", 0),
-        ("reviewer", "lead", "continuable", "ready", 1),
-        ("reviewer/checker", "reviewer", "one-shot", "completed", 2),
         ("researcher", "lead", "one-shot", "completed", 1),
         ("measure-orphan", "lead", "one-shot", "completed", 1),
         ("measure-message", "lead", "one-shot", "completed", 1),
+        ("reviewer", "lead", "continuable", "ready", 1),
+        ("reviewer/checker", "reviewer", "one-shot", "completed", 2),
     ]
-    assert [r["usage"]["model_calls"] for r in tree] == [4, 2, 1, 2, 1, 1]
-    assert tree[0]["total_usage"]["model_calls"] == 11
-    assert tree[3]["label"] == "Measure the motto"
+    assert [r["usage"]["model_calls"] for r in tree] == [5, 2, 1, 1, 2, 1]
+    assert tree[0]["total_usage"]["model_calls"] == 12
+    assert tree[1]["label"] == "Measure the motto"
     # The workflow's children, started from its sandboxed script, are labelled by the run.
-    assert [r["label"] for r in tree[4:]] == ["word-lengths child 1", "word-lengths child 2"]
+    assert [r["label"] for r in tree[2:4]] == ["word-lengths child 1", "word-lengths child 2"]
 
     events = json.loads(cli("log", "lead", "--json").stdout)
     kinds = [e["kind"] for e in events]
@@ -133,7 +133,8 @@ def test_openai_compatible_model_end_to_end(cli: Cli) -> None:
         body = server.bodies[0]
     result = json.loads(done.stdout)
     assert result["output"] == "Hello from loopback."
-    assert result["usage"] == {"input_tokens": 11, "output_tokens": 4}
+    assert result["usage"] == {"input_tokens": 11, "output_tokens": 4, "model_calls": 1}
+    assert result["total_usage"] == result["usage"]  # a tree of one
     assert body["model"] == "test-model"
     assert body["messages"][-1] == {"role": "user", "content": "say hi"}
 

@@ -74,8 +74,15 @@ def test_run_still_works_next_to_a_deep_definition(
     done = cli("run", "hi", "--model", spec, "--agent", "good")
     assert done.returncode == 0, done.stderr
     assert "done" in done.stdout
-    assert str(agents / "deep.md") in _one_line(done.stderr, "subagents: warning: ")
+    assert done.stderr == ""  # the run does not use deep.md: no warning about it
     assert (home / "state.db").exists()
+    # Asking for the broken definition by its file's name shows why it is not there.
+    asked = cli("run", "hi", "--model", spec, "--agent", "deep")
+    assert asked.returncode == 2
+    warning, error = asked.stderr.strip().splitlines()
+    assert warning.startswith("subagents: warning: ")
+    assert str(agents / "deep.md") in warning
+    assert error.startswith("subagents: error: unknown agent 'deep'")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,5 @@ def test_live_tree_on_a_terminal(home: Path, tmp_path: Path) -> None:
     assert "agents" in screen
     assert "lead" in screen
     assert "turn ended completed" in screen
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)  # without colours and cursor moves
+    assert "lead completed" in plain  # the status words of `subagents tree`

@@ -1,5 +1,5 @@
-"""Conformance tests for `interrupt_agent` (spec/subagents.md 2.6, 3.3, 5.3, 5.5; section 9 items
-70-72, 74 and 77; section 8 row L4).
+"""Conformance tests for `interrupt_agent` (docs/design.md §5.4 and
+§7.7).
 
 Any live ancestor may stop an agent's current turn; its queue, its activation and its children
 stay. Children are held with the `hold` tool; `Gates.linger` keeps a cancelled child observably
@@ -350,7 +350,7 @@ reviewer:
     model.assert_complete()
 
 
-async def test_an_interrupted_child_with_nothing_queued_settles_stopped_and_lists_ready() -> None:
+async def test_an_interrupted_child_with_nothing_queued_settles_stopped_and_lists_aborted() -> None:
     gates = Gates()
     rt, model = make_runtime(
         f"""
@@ -382,7 +382,7 @@ reviewer:
             (2, "subagent-settled", stopped("reviewer"))
         ]
         assert replies(lead)[-1] == ToolReply(
-            "list_agents", "reviewer [ready] — Review the code", False, None
+            "list_agents", "reviewer [aborted] — Review the code", False, None
         )
         (end,) = lifecycle.ended
         assert (end.name, end.stop_reason) == ("reviewer", "aborted")

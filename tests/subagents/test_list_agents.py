@@ -1,5 +1,5 @@
-"""Conformance tests for `list_agents` (spec/subagents.md 2.10, 3.4, 5.6, 5.7; section 9 items
-92, 94-96; section 8 row L15: a default cap, "N more" and cursor paging).
+"""Conformance tests for `list_agents` (docs/design.md §7.7:
+a default cap, "N more" and cursor paging).
 
 Rows are `<full name> [<status>] — <label>`; the descendants scope adds `parent=` and `depth=`
 in pre-order; one-shot children are omitted; an unreadable child is a diagnostic row.
@@ -11,6 +11,7 @@ from continuable_support import Settlements, background, wait_turn
 from delegation_support import Gates, Lifecycle, ToolReply, make_runtime, replies
 
 from subagents.sessions import SubagentCatalog
+from subagents.subagents._tool_control import check_page, list_rows
 
 
 def listing(content: str) -> ToolReply:
@@ -190,3 +191,42 @@ reviewer:
             ),
         ]
     model.assert_complete()
+
+
+async def test_failed_and_interrupted_children_are_told_apart_from_ready_ones() -> None:
+    gates = Gates()
+    rt, _ = make_runtime(
+        f"""
+lead:
+  - calls:
+      - {background("fine", "Finish fine", "Finish")}
+      - {background("broken", "Break", "Fail")}
+      - {background("halted", "Hold on", "Hold until stopped")}
+  - text: ok
+  - text: ok
+  - text: ok
+  - text: ok
+fine:
+  - text: finished
+broken:
+  - error: upstream exploded
+halted:
+  - calls: [{{tool: hold, args: {{label: halted}}}}]
+""",
+        tools=[gates.tool()],
+    )
+    async with rt:
+        lifecycle = Lifecycle(rt)
+        lead = await rt.create_agent()
+        await lead.followup("go")
+        await gates.started("halted").wait()
+        halted = await lifecycle.child("halted", rt)
+        await rt.continuable.interrupt(lead, halted.id)
+        await rt.wait_quiescent()
+        rows = await list_rows(rt.continuable, lead, descendants=False)
+        page = await check_page(rt.continuable, rows)
+        deep = await list_rows(rt.continuable, lead, descendants=True)
+    expected = [("fine", "ready"), ("broken", "failed"), ("halted", "aborted")]
+    assert [(r.name, r.status) for r in page] == expected
+    assert [(r.name, r.status) for r in deep] == expected
+    assert page[1].render(descendants=False) == "broken [failed] — Break"

@@ -1,5 +1,5 @@
-"""Conformance tests for catalogs, child headers and the stored tree (spec/subagents.md 1
-"Descriptor", "Durable child header", 4.5-4.6, 6.3; section 9 items 13 and 9.11).
+"""Conformance tests for catalogs, child headers and the stored tree (docs/design.md
+§4.1, §7.4 and §7.6: descriptors, child headers, catalogs and full names).
 
 A lead -> reviewer -> checker tree runs on a real SQLite file; the runtime is closed; then new
 processes rebuild the names and the structure from the log alone.
@@ -14,12 +14,24 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from delegation_support import Lifecycle, make_runtime
 
-from subagents.sessions import SqliteEventStore
+from subagents.core._status import Status
+from subagents.ids import SessionId
+from subagents.sessions import (
+    EventRecord,
+    SessionEvent,
+    SessionHeader,
+    SqliteEventStore,
+    StopReason,
+    SubagentCatalog,
+    TurnEnd,
+    TurnStart,
+)
+from subagents.subagents._tree import load_tree, tree_json
 
 SCRIPT = """
 lead:
@@ -194,3 +206,70 @@ def test_headers_catalogs_and_descriptors_are_durable(stored: StoredTree) -> Non
     assert checker["kinds"].index("subagent/descriptor") < checker["kinds"].index("request/header")
     # The catalog entry is committed before the child's result comes back to the creator.
     assert reviewer["kinds"].index("subagent/catalog") < reviewer["kinds"].index("tool/result")
+
+
+# -- one status vocabulary ------------------------------------------------------------------
+
+ROOT_ID = "00000000-0000-4000-8000-000000000000"
+
+
+def _member(n: int, *, parent: str | None = None) -> SessionHeader:
+    session = ROOT_ID if parent is None else f"00000000-0000-4000-8000-00000000000{n}"
+    return SessionHeader(
+        id=SessionId(session),
+        tenant="default",
+        created_at=1_700_000_000.0 + n,
+        cwd="/",
+        parent=SessionId(parent) if parent else None,
+        root=SessionId(parent) if parent else None,
+        origin="subagent" if parent else "user",
+        depth=0 if parent is None else 1,
+    )
+
+
+def _log(*events: SessionEvent) -> list[EventRecord]:
+    return [EventRecord(i, 1_700_000_000.0 + i, event) for i, event in enumerate(events)]
+
+
+def _turn(reason: StopReason) -> tuple[SessionEvent, SessionEvent]:
+    return TurnStart(turn=1), TurnEnd(turn=1, reason=reason)
+
+
+# (name, mode, the child's log) -> the status every listing shows for it
+CHILDREN: list[tuple[str, Literal["one-shot", "continuable"], tuple[SessionEvent, ...], str]] = [
+    ("done", "one-shot", _turn("completed"), "completed"),
+    ("broke", "one-shot", _turn("error"), "failed"),
+    ("capped", "one-shot", _turn("max-tokens"), "failed"),
+    ("stopped", "one-shot", _turn("aborted"), "aborted"),
+    ("cut", "one-shot", _turn("interrupted"), "cut-off"),
+    ("dead", "one-shot", (TurnStart(turn=1),), "crashed"),
+    ("helper", "continuable", _turn("completed"), "ready"),
+    ("halted", "continuable", _turn("aborted"), "aborted"),
+    ("orphan", "continuable", (TurnStart(turn=1),), "crashed"),
+]
+
+
+async def test_the_status_words_tell_settled_stopped_crashed_and_cut_off_apart(
+    tmp_path: Path,
+) -> None:
+    root = _member(0)
+    async with SqliteEventStore(tmp_path / "state.db") as store:
+        await store.create(root)
+        catalog: list[SessionEvent] = [TurnStart(turn=1)]  # the lead's turn is open too
+        for n, (name, mode, events, _) in enumerate(CHILDREN, start=1):
+            child = _member(n, parent=ROOT_ID)
+            await store.create(child)
+            await store.append(child.id, _log(*events))
+            catalog.append(SubagentCatalog(child_id=child.id, name=name, mode=mode, label=name))
+        await store.append(root.id, _log(*catalog))
+        await store.flush()
+
+        dead = tree_json(await load_tree(store, root, held=False))
+        live = tree_json(await load_tree(store, root, held=True))
+    expected = [("lead", "crashed"), *((name, status) for name, _, _, status in CHILDREN)]
+    assert [(r["name"], r["status"]) for r in dead] == expected
+    # While a live process holds the tree, an open turn is running, not crashed.
+    assert [(r["name"], r["status"]) for r in live] == [
+        (name, "running" if status == "crashed" else status) for name, status in expected
+    ]
+    assert {r["status"] for r in dead} <= {str(s) for s in Status}

@@ -12,6 +12,7 @@ from ..errors import SubagentsError
 from ..models._spec import parse_model_spec
 from ..subagents._definitions import (
     AgentDefinition,
+    DefinitionProblem,
     definition_dirs,
     load_definitions,
     subagents_home,
@@ -22,12 +23,28 @@ from ._render import dumps
 __all__ = ["choose_definition", "definitions_for", "list_agents", "model_for"]
 
 
-def definitions_for(cwd: str | Path | None, tenant: str) -> dict[str, AgentDefinition]:
-    """The tenant's definitions; each problem is one warning line on stderr."""
+def definitions_for(
+    cwd: str | Path | None, tenant: str, *, using: str | None = None, every_problem: bool = False
+) -> dict[str, AgentDefinition]:
+    """The tenant's definitions; problems are warning lines on stderr.
+
+    Only the problems of the definition a command uses (`using`, as `run --agent NAME`) are
+    shown, so a broken file nobody asked for does not warn on every run; `subagents agents`
+    (`every_problem`) lists them all.
+    """
     found, problems = load_definitions(cwd or os.getcwd(), subagents_home(), tenant)
     for problem in problems:
-        typer.echo(f"subagents: warning: {problem}", err=True)
+        if every_problem or (using is not None and _concerns(problem, using, found)):
+            typer.echo(f"subagents: warning: {problem}", err=True)
     return found
+
+
+def _concerns(problem: DefinitionProblem, name: str, found: dict[str, AgentDefinition]) -> bool:
+    """Whether `problem` is about the definition `name`: its file, or a file named after it."""
+    chosen = found.get(name)
+    if chosen is not None and problem.path == chosen.source:
+        return True
+    return Path(problem.path).stem == name
 
 
 def choose_definition(
@@ -64,7 +81,7 @@ def model_for(definition: AgentDefinition | None, model: str | None) -> str | No
 
 def list_agents(cwd: Path | None, tenant: str, *, as_json: bool) -> None:
     """Print the definitions (problems go to stderr as warnings)."""
-    definitions = definitions_for(cwd, tenant)
+    definitions = definitions_for(cwd, tenant, every_problem=True)
     rows: list[dict[str, Any]] = [
         {"name": d.name, "description": d.description, "source": d.source, "tier": d.tier}
         for d in definitions.values()

@@ -17,7 +17,14 @@ from ..core import (
     AgentStatusChanged,
     SessionEventPosted,
 )
-from ..sessions import AssistantMessageEvent, ToolCallEvent, TurnEnd
+from ..core._status import Status, live_status
+from ..sessions import (
+    AssistantMessageEvent,
+    StopReason,
+    SubagentDescriptor,
+    ToolCallEvent,
+    TurnEnd,
+)
 
 __all__ = ["LiveTree"]
 
@@ -29,7 +36,9 @@ class LiveTree:
         self._runtime = runtime
         self._enabled = enabled
         self._agents: dict[str, tuple[str, str | None]] = {}
-        self._status: dict[str, str] = {}
+        self._status: dict[str, Status] = {}
+        self._last_stop: dict[str, StopReason] = {}
+        self._continuable: set[str] = set()
         self._activity: dict[str, str] = {}
         self._live: Live | None = None
         self._unsubscribe = None
@@ -57,14 +66,21 @@ class LiveTree:
         match event:
             case AgentCreated(agent_id=agent_id, name=name, parent_id=parent):
                 self._agents[agent_id] = (name, parent)
-                self._status[agent_id] = "idle"
+                self._status[agent_id] = Status.IDLE
             case AgentStatusChanged(agent_id=agent_id, status=status):
-                self._status[agent_id] = status
+                self._status[agent_id] = live_status(
+                    status,
+                    self._last_stop.get(agent_id),
+                    continuable=agent_id in self._continuable,
+                )
             case AgentFailed(agent_id=agent_id, code=code):
                 self._activity[agent_id] = f"error {code}"
             case AgentDisposed(agent_id=agent_id):
-                self._status[agent_id] = "released"
+                # Unloaded, not gone: the same words as `subagents tree` from now on.
+                if agent_id in self._continuable and self._status.get(agent_id) is Status.IDLE:
+                    self._status[agent_id] = Status.READY
             case SessionEventPosted(agent_id=agent_id, record=record):
+                self._note(agent_id, record.event)
                 activity = _activity(record.event)
                 if activity is None:
                     return
@@ -74,11 +90,25 @@ class LiveTree:
         if self._live is not None:
             self._live.update(self._render())
 
+    def _note(self, agent_id: str, event: object) -> None:
+        """Remember what the status words need: the last turn's ending and the mode."""
+        match event:
+            case TurnEnd(reason=reason):
+                self._last_stop[agent_id] = reason
+                if self._status.get(agent_id) is not Status.RUNNING:  # it went idle first
+                    self._status[agent_id] = live_status(
+                        "idle", reason, continuable=agent_id in self._continuable
+                    )
+            case SubagentDescriptor(mode="continuable"):
+                self._continuable.add(agent_id)
+            case _:
+                pass
+
     def _render(self) -> Tree:
         root = Tree("[bold]agents[/bold]")
         nodes: dict[str, Tree] = {}
         for agent_id, (name, parent) in self._agents.items():
-            label = f"{name} [dim]{self._status.get(agent_id, '')}[/dim]"
+            label = f"{name} [dim]{self._status.get(agent_id, Status.IDLE)}[/dim]"
             if agent_id in self._activity:
                 label += f"  {self._activity[agent_id]}"
             parent_node = nodes.get(parent or "", root)

@@ -27,12 +27,12 @@ from ..sessions._projections import (
     UsageView,
     fold,
 )
+from ._status import Status, stored_status
 
 __all__ = [
     "MessageTrace",
     "SessionRow",
     "TreeRow",
-    "TreeStatus",
     "is_held",
     "lease_alive",
     "list_sessions",
@@ -43,28 +43,10 @@ __all__ = [
     "usage_json",
 ]
 
-TreeStatus = Literal["running", "idle", "ready", "completed", "failed", "aborted"]
 
-
-def tree_status(view: StatusView, *, held: bool = True) -> TreeStatus:
-    """The status a listing shows for a stored session.
-
-    An open turn means `running` only while a live process holds the tree; otherwise the
-    process that ran it is gone and the session is `ready` (resuming closes the cut turn).
-    """
-    if view.status == "running":
-        return "running" if held else "ready"
-    match view.last_stop:
-        case None:
-            return "idle"
-        case "completed":
-            return "completed"
-        case "aborted":
-            return "aborted"
-        case "interrupted":
-            return "ready"
-        case _:
-            return "failed"
+def tree_status(view: StatusView, *, held: bool = True) -> Status:
+    """The status a listing shows for a stored session (see `stored_status`)."""
+    return stored_status(view, held=held)
 
 
 def iso(timestamp: float) -> str:
@@ -74,13 +56,13 @@ def iso(timestamp: float) -> str:
 @dataclass(frozen=True, slots=True)
 class SessionRow:
     header: SessionHeader
-    status: TreeStatus
+    status: Status
 
     def to_json(self) -> dict[str, object]:
         return {
             "session_id": self.header.id,
             "created_at": iso(self.header.created_at),
-            "status": self.status,
+            "status": str(self.status),
             "tenant": self.header.tenant,
             "cwd": self.header.cwd,
             "model": self.header.model_spec,
@@ -137,7 +119,7 @@ class TreeRow:
     name: str
     parent: str | None
     mode: Literal["root", "one-shot", "continuable"]
-    status: TreeStatus
+    status: Status
     label: str
     usage: UsageView
 
@@ -147,7 +129,7 @@ class TreeRow:
             "name": self.name,
             "parent": self.parent,
             "mode": self.mode,
-            "status": self.status,
+            "status": str(self.status),
             "label": self.label,
             "depth": self.header.depth,
             "usage": usage_json(self.usage),

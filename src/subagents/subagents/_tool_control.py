@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..core import Agent
+from ..core._status import Status, live_status, stored_status
 from ..errors import ErrorCode, SubagentError
 from ..ids import SessionId
 from ..messages import JsonObject, MessageSource, user_message
 from ..sessions import EventRecord
+from ..sessions._projections import StatusProjection, fold
 from ..tools import ToolContext, ToolSpec
 from ._catalog import catalog_entries
 from ._continuable import ContinuableManager
@@ -70,7 +72,7 @@ async def list_rows(
                 continue
             name = full_name(creator_name, entry.name) if entry.name else entry.child_id
             agent = runtime.get_agent(entry.child_id)
-            status = "ready" if agent is None else agent.status
+            status = Status.READY if agent is None else _live(agent)
             parent = None if creator == caller.id and not descendants else creator_name
             if not descendants:
                 # Stored children are checked only when their page is shown (`check_page`):
@@ -83,6 +85,8 @@ async def list_rows(
             except Exception:
                 rows.append(AgentRow(entry.child_id, "", "", parent, depth, "unavailable"))
                 continue
+            if agent is None:
+                status = _stored(child_records)
             rows.append(AgentRow(name, status, entry.label, parent, depth))
             await visit(SessionId(entry.child_id), name, depth + 1, child_records)
 
@@ -90,15 +94,28 @@ async def list_rows(
     return rows
 
 
+def _live(agent: Agent) -> Status:
+    last = fold(StatusProjection(), agent.session.records).last_stop
+    return live_status(agent.status, last, continuable=True)
+
+
+def _stored(records: Sequence[EventRecord]) -> Status:
+    # Not loaded by this process: an open turn in its log was cut off by a process that died.
+    return stored_status(fold(StatusProjection(), records), held=False, continuable=True)
+
+
 async def check_page(manager: ContinuableManager, page: list[AgentRow]) -> list[AgentRow]:
-    """A stored child must still be there to be `ready`; one that is not is a diagnostic."""
+    """Read the stored children of one page: their status, or a diagnostic when unreadable."""
     checked: list[AgentRow] = []
     for row in page:
         if row.unchecked is not None:
             try:
                 await manager.runtime.read_header(SessionId(row.unchecked))
+                records = await manager.runtime.read_log(SessionId(row.unchecked))
             except Exception:
                 row = AgentRow(row.unchecked, "", "", diagnostic="unavailable")
+            else:
+                row = AgentRow(row.name, _stored(records), row.label)
         checked.append(row)
     return checked
 
@@ -203,8 +220,11 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
             name="list_agents",
             description=(
                 "List the background subagents you started, by name, with status and label: "
-                "running (working now), idle (loaded, between turns), ready (stored; send_message "
-                "resumes it). You are notified when one settles, so do not poll."
+                "running (working now), idle (loaded, between turns), ready (stored; its last "
+                "turn completed), failed, aborted (stopped by an interrupt), crashed (its process "
+                "died mid-turn), cut-off (a crash cut its turn; resuming runs it again). "
+                "send_message continues a child in any status. You are notified when one "
+                "settles, so do not poll."
             ),
             parameters={
                 "type": "object",

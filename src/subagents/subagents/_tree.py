@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core._inspect import TreeRow, root_row, total_usage, tree_status, usage_json
+from ..core._inspect import TreeRow, root_row, total_usage, usage_json
+from ..core._status import stored_status
 from ..errors import NotFoundError
 from ..ids import SessionId
 from ..sessions import EventRecord, EventStore, SessionHeader, SubagentCatalog
 from ..sessions._projections import StatusProjection, UsageProjection, fold
 from ._budgets import recorded_budget
-from ._catalog import catalog_entries, member_name, resolve_name, store_readers
+from ._catalog import (
+    catalog_entries,
+    check_name_path,
+    member_name,
+    resolve_name,
+    store_readers,
+)
 from ._naming import ROOT_NAME
 
 __all__ = ["TreeMember", "find_member", "load_tree", "tree_json"]
@@ -28,7 +35,7 @@ async def load_tree(
     """Every session of `root`'s tree in pre-order (children in creation order).
 
     Members are named from their creators' catalogs. `held` says whether a live process
-    holds the tree; without one, an open turn was cut off and shows as `ready`.
+    holds the tree; without one, an open turn's process died and it shows as `crashed`.
     """
     headers = await store.list_headers(tenant=root.tenant, roots_only=False, root=root.id)
     by_parent: dict[SessionId | None, list[SessionHeader]] = {}
@@ -49,9 +56,11 @@ async def load_tree(
             child_records = await store.read(child.id, tenant=child.tenant)
             entry = entries.get(child.id)
             mode = entry.mode if entry is not None else "one-shot"
-            status = tree_status(fold(StatusProjection(), child_records), held=held)
-            if mode == "continuable" and status != "running":
-                status = "ready"  # stored and resumable: a message starts its next turn
+            status = stored_status(
+                fold(StatusProjection(), child_records),
+                held=held,
+                continuable=mode == "continuable",
+            )
             child_row = TreeRow(
                 header=child,
                 name=member_name(row.name, child.id, names),
@@ -89,7 +98,11 @@ def tree_json(members: list[TreeMember]) -> list[dict[str, object]]:
 
 
 async def find_member(store: EventStore, root: SessionHeader, name: str) -> SessionHeader:
-    """The session of `name` (a full path, optionally with a leading `/`) in `root`'s tree."""
+    """The session of `name` (a full path, optionally with a leading `/`) in `root`'s tree.
+
+    A malformed name (`kid/`, `//kid`) is refused (`INVALID_NAME`), not taken for a near one.
+    """
+    check_name_path(name)
     if name in (ROOT_NAME, f"/{ROOT_NAME}"):
         return root
     read, _ = store_readers(store, root.tenant)

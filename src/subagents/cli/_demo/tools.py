@@ -1,8 +1,10 @@
-"""The tool of the scripted demo: a deterministic text statistics helper."""
+"""The tools of the scripted demo: the motto and a deterministic text statistics helper."""
 
 from __future__ import annotations
 
-from subagents.tools import ToolSpec, tool
+from ...tools import ToolSpec, tool
+
+__all__ = ["MOTTO", "TOOLS", "project_motto", "text_stats"]
 
 MOTTO = "Never orphan a child, never lose a message, show the whole tree live."
 
