@@ -1,5 +1,5 @@
-"""The user channel of the command line, run as real subprocesses (DESIGN.md 4.1 `send`,
-`interrupt`, `resume` and leases; spec/subagents.md section 8 row L2: a person talks to any
+"""The user channel of the command line, run as real subprocesses (docs/design.md §13
+`send`, `interrupt` and `resume`; leases, §4.3: a person talks to any
 agent of a stored tree by its full name, recorded as source `user`).
 """
 
@@ -86,8 +86,14 @@ def test_send_runs_a_child_as_the_user_and_prints_its_answer(cli: Cli, tmp_path:
         ("parent", "Review app.py"),
         ("user", "Check it again"),
     ]
-    # The lead was not loaded: the child's settlement notice waits in its log, then runs
-    # before the person's message to the lead.
+    # The tree is resumed with its lead loaded: the child's settlement notice is taken in by
+    # a turn of the lead at once, not left queued until a later command.
+    lead = log_events(cli, "lead", session)
+    assert [kind for kind, _ in entered(lead)] == ["user", "subagent-settled", "subagent-settled"]
+    assert "second review" in entered(lead)[-1][1]
+    assert lead[-1]["kind"] == "turn/end"
+    assert lead[-1]["payload"]["reason"] == "completed"
+
     done = cli("send", session, "lead", "Continue", "--model", spec)
     assert (done.returncode, done.stdout) == (0, "Lead here.\n"), done.stderr
     lead = log_events(cli, "lead", session)

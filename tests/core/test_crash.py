@@ -45,7 +45,11 @@ from subagents.sessions import (
     UserMessageEvent,
 )
 from subagents.sessions._projections import TranscriptProjection, fold
-from subagents.sessions._repair import TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT
+from subagents.sessions._repair import (
+    CRASH_RETRY_SOURCE,
+    TOOL_NOT_STARTED_TEXT,
+    TOOL_OUTCOME_UNKNOWN_TEXT,
+)
 from subagents.testing import ScriptedModel
 
 CHILD = Path(__file__).with_name("crash_child.py")
@@ -384,22 +388,30 @@ async def test_sigkill_mid_turn_keeps_acknowledged_events_and_resumes(
     if len(stored) == len(killed.acked):
         assert pending == case.pending
 
+    # A turn cut off after it entered the prompt is run again (its re-run queued by repair).
+    retried = bool(expected_closers(stored)) and not pending
     async with runtime(files) as rt:
         agent = await rt.resume_agent(killed.session)
         closers = agent.session.records[len(stored) :]
-        assert tuple(describe(r) for r in closers) == expected_closers(stored)
-        check_closers(closers, open_turn, open_step)
+        expected = expected_closers(stored) + (("agent/inbox/spliced",) if retried else ())
+        assert tuple(describe(r) for r in closers) == expected
+        check_closers(closers[: len(expected_closers(stored))], open_turn, open_step)
         repaired = agent.session.next_seq
         assert [r.kind for r in await read_log(files.store, killed.session)] == [
             r.kind for r in agent.session.records
         ]  # the repair is durable before anything runs
 
-        if pending:  # the accepted prompt runs in a fresh turn
+        if pending or retried:  # the prompt, or the re-run of its cut turn, runs now
             assert agent.wake()
             await agent.when_idle()
             woken = agent.session.records[repaired:]
             entered = [r.event.message for r in woken if isinstance(r.event, UserMessageEvent)]
-            assert [message.text for message in entered] == [PROMPT]
+            assert len(entered) == 1
+            if pending:
+                assert entered[0].text == PROMPT
+            else:
+                assert entered[0].source == CRASH_RETRY_SOURCE
+                assert "cut off" in entered[0].text
             result = run_result(agent.id, woken)
             assert (result.stop_reason, result.output) == ("completed", "Both tools ran.")
         else:
@@ -449,9 +461,10 @@ async def test_cli_resume_continues_a_killed_session(files: Files) -> None:
             check=False,
         )
 
-    # The recorded model spec (scripted:PATH) is reused; the next response is the answer.
+    # The recorded model spec (scripted:PATH) is reused. The cut turn runs again first (its
+    # answer is the next response), then the new prompt, whose answer is printed.
     done = await asyncio.to_thread(cli, "Finish up.")
-    assert (done.returncode, done.stdout) == (0, "Both tools ran.\n"), done.stderr
+    assert (done.returncode, done.stdout) == (0, "Finished.\n"), done.stderr
 
     records = await read_log(files.store, killed.session)
     expected = expected_closers(stored)
@@ -460,9 +473,11 @@ async def test_cli_resume_continues_a_killed_session(files: Files) -> None:
     assert expected[-2:] == ("step/end", INTERRUPTED)
     assert_well_formed(records)
     assert last_turn_end(records).reason == "completed"
+    answers = [r.event.message.text for r in records if isinstance(r.event, AssistantMessageEvent)]
+    assert answers[-2:] == ["Both tools ran.", "Finished."]
 
     again = await asyncio.to_thread(cli)  # nothing pending: reports where the session stands
-    assert (again.returncode, again.stdout) == (0, "Both tools ran.\n"), again.stderr
+    assert (again.returncode, again.stdout) == (0, "Finished.\n"), again.stderr
     assert len(await read_log(files.store, killed.session)) == len(records)
 
 
@@ -478,5 +493,6 @@ async def test_repair_closers_reuse_the_last_real_timestamp(files: Files) -> Non
         RECORD_NOT_STARTED,
         "step/end",
         INTERRUPTED,
+        "agent/inbox/spliced",  # the cut turn's re-run, queued
     ]
     assert [r.time for r in closers] == [stored[-1].time] * len(closers)

@@ -1,5 +1,5 @@
-"""Conformance tests for crash repair and resume through the `AgentRuntime` (spec/core.md 2.8,
-section 8 behaviours 36 and 38; DESIGN.md 4.2 on the scripted model's position).
+"""Conformance tests for crash repair and resume through the `AgentRuntime` (docs/design.md §12;
+§6.2 on the scripted model's position).
 
 Logs that a crash cut open are written by hand into an `InMemoryEventStore`, exactly as a
 killed process would have left them; `AgentRuntime.resume_agent` must then close the open turn.
@@ -41,7 +41,7 @@ from subagents.sessions import (
     TurnStart,
     UserMessageEvent,
 )
-from subagents.sessions._repair import interrupted_turn_closers
+from subagents.sessions._repair import CRASH_RETRY_SOURCE, interrupted_turn_closers
 from subagents.testing import (
     FakeClock,
     GatedClock,
@@ -73,6 +73,7 @@ lead:
       - {tool: probe, args: {n: 2}, id: c2}
   - text: Recovered after the crash.
   - text: And the next one.
+  - text: And one more.
 """
 
 
@@ -196,7 +197,8 @@ CRASHED_KINDS = [
     "agent/inbox/spliced",
     "tool/call",
 ]
-REPAIR_KINDS = ["tool/result", "tool/result", "step/end", "turn/end"]
+REPAIR_KINDS = ["tool/result", "tool/result", "step/end", "turn/end", "agent/inbox/spliced"]
+"""Closing the cut turn, then queueing its re-run (the turn had entered its prompt)."""
 
 
 # -- repair ----------------------------------------------------------------------------------
@@ -212,8 +214,8 @@ async def test_resume_closes_a_turn_cut_open_during_tool_calls(clock: FakeClock)
         assert agent.id == header.id
         assert kinds(agent.session.records) == CRASHED_KINDS + REPAIR_KINDS
         repair = [r.event for r in agent.session.records[len(log) :]]
-        assert [r.seq for r in agent.session.records] == list(range(len(log) + 4))
-        first, second, step_end, turn_end = repair
+        assert [r.seq for r in agent.session.records] == list(range(len(log) + 5))
+        first, second, step_end, turn_end, retry = repair
         assert isinstance(first, ToolResultEvent)
         assert isinstance(second, ToolResultEvent)
         # Recorded as started, no result: the outcome is unknown.
@@ -228,11 +230,18 @@ async def test_resume_closes_a_turn_cut_open_during_tool_calls(clock: FakeClock)
         assert second.message.is_error
         assert step_end == StepEnd(turn=1, step=1)
         assert turn_end == TurnEnd(turn=1, reason="interrupted")
+        # The cut turn runs again as a fresh turn, first in line (before the queued prompt).
+        assert isinstance(retry, InboxSpliced)
+        assert (retry.target, retry.start) == ("next-turn", 0)
+        (message,) = retry.inserted
+        assert message.source == CRASH_RETRY_SOURCE
+        assert "re-run 1 of at most 3" in message.text
+        assert agent.inbox.next_turn == [message, *agent.inbox.next_turn[1:]]
         # The repair is durable, not only in memory.
         stored = await rt.store.read(header.id, tenant=TENANT)
         assert stored == agent.session.records
         assert agent.status == "idle"
-        assert model.requests == []  # resume does not continue the interrupted turn
+        assert model.requests == []  # nothing runs until the agent is woken
 
 
 async def test_a_second_resume_adds_nothing(clock: FakeClock) -> None:
@@ -243,7 +252,7 @@ async def test_a_second_resume_adds_nothing(clock: FakeClock) -> None:
         agent = await rt.resume_agent(header.id)
         assert await rt.resume_agent(header.id) is agent
         repaired = await rt.store.read(header.id, tenant=TENANT)
-    assert len(repaired) == len(log) + 4
+    assert len(repaired) == len(log) + 5
     assert interrupted_turn_closers(repaired) == []
 
     # A restart over the repaired log finds nothing to close.
@@ -264,21 +273,22 @@ async def test_repair_of_a_turn_cut_during_the_model_call(clock: FakeClock) -> N
     ]
     header = new_header(clock)
     store = await open_store(header, as_records(log, clock))
-    model = scripted("lead:\n  - text: hi\n", clock)
+    model = scripted("lead:\n  - text: hi\n  - text: hi again\n", clock)
     async with restarted(store, model, clock, []) as rt:
         agent = await rt.resume_agent(header.id)
-        assert [r.event for r in agent.session.records[len(log) :]] == [
-            StepEnd(turn=1, step=1),
-            TurnEnd(turn=1, reason="interrupted"),
-        ]
-        # The prompt was entered before the crash; it is history now, not pending work.
-        assert agent.inbox.next_turn == []
+        repair = [r.event for r in agent.session.records[len(log) :]]
+        assert repair[:2] == [StepEnd(turn=1, step=1), TurnEnd(turn=1, reason="interrupted")]
+        # The prompt was entered before the crash; it is history now, not pending work: what
+        # waits is the cut turn's re-run.
+        (retry,) = agent.inbox.next_turn
+        assert retry.source == CRASH_RETRY_SOURCE
         await rt.run("again", agent=agent)
         assert [(e.turn, e.message.text) for e in events(agent, UserMessageEvent)] == [
             (1, "hello"),
-            (2, "again"),
+            (2, retry.text),
+            (3, "again"),
         ]
-        assert model.requests[0].call_index == 0
+        assert model.requests[0].call_index == 0  # the cut call consumed no response
     model.assert_complete()
 
 
@@ -333,22 +343,25 @@ async def test_after_resume_turns_continue_and_every_call_is_answered(clock: Fak
     model = scripted(SCRIPT, clock)
     async with restarted(store, model, clock, [probe]) as rt:
         agent = await rt.resume_agent(header.id)
-        # Input queued before the crash is still pending, in order.
-        assert agent.inbox.next_turn == [pending]
+        # The cut turn's re-run comes first, then input queued before the crash, in order.
+        retry = agent.inbox.next_turn[0]
+        assert agent.inbox.next_turn == [retry, pending]
         assert agent.turn_number == 1
 
         await agent.followup("continue")
         await agent.when_idle()
-        assert [e.turn for e in events(agent, TurnStart)] == [1, 2, 3]
+        assert [e.turn for e in events(agent, TurnStart)] == [1, 2, 3, 4]
         assert [(e.turn, e.reason) for e in events(agent, TurnEnd)] == [
             (1, "interrupted"),
             (2, "completed"),
             (3, "completed"),
+            (4, "completed"),
         ]
         assert [(e.turn, e.message.text) for e in events(agent, UserMessageEvent)] == [
             (1, prompt.text),
-            (2, pending.text),
-            (3, "continue"),
+            (2, retry.text),
+            (3, pending.text),
+            (4, "continue"),
         ]
         # The first request after the reload shows the model a valid history: every call of
         # the interrupted turn has its (repair) result right after it.
@@ -360,17 +373,18 @@ async def test_after_resume_turns_continue_and_every_call_is_answered(clock: Fak
             "assistant:Checking both.",
             f"tool:c1:{OUTCOME_UNKNOWN[:24]}",
             f"tool:c2:{NOT_STARTED[:24]}",
-            "user:queued before the crash",
+            f"user:{retry.text}",
         ]
         assert unanswered_calls(first.messages) == []
         assert unanswered_calls(agent.transcript) == []
         # The first header of the new loop instance says it is a resume.
         assert [h.reason for h in events(agent, RequestHeader)] == ["initial", "resume"]
         # The crashed response was index 0; the script continues at 1.
-        assert [r.call_index for r in model.requests] == [1, 2]
+        assert [r.call_index for r in model.requests] == [1, 2, 3]
         assert [e.message.text for e in events(agent, AssistantMessageEvent)][1:] == [
             "Recovered after the crash.",
             "And the next one.",
+            "And one more.",
         ]
     model.assert_complete()
 
@@ -379,22 +393,28 @@ async def test_wake_runs_work_left_pending_by_the_crash(clock: FakeClock) -> Non
     log, _, pending = crashed_mid_tools(clock)
     header = new_header(clock)
     store = await open_store(header, as_records(log, clock))
-    model = scripted("lead:\n  - calls: [{tool: probe}]\n  - text: ran the queued one\n", clock)
+    model = scripted(
+        "lead:\n  - calls: [{tool: probe}]\n  - text: carried on\n  - text: ran the queued one\n",
+        clock,
+    )
     async with restarted(store, model, clock, [probe]) as rt:
         agent = await rt.resume_agent(header.id)
         assert agent.status == "idle"
         assert agent.wake() is True
         await agent.when_idle()
-        assert [(e.turn, e.message.text) for e in events(agent, UserMessageEvent)][1:] == [
-            (2, pending.text)
+        entered = [(e.turn, e.message) for e in events(agent, UserMessageEvent)][1:]
+        assert [(turn, m.source) for turn, m in entered] == [
+            (2, CRASH_RETRY_SOURCE),  # the cut turn, run again
+            (3, pending.source),
         ]
-        assert events(agent, TurnEnd)[-1] == TurnEnd(turn=2, reason="completed")
+        assert entered[1][1].text == pending.text
+        assert events(agent, TurnEnd)[-1] == TurnEnd(turn=3, reason="completed")
         assert agent.wake() is False  # nothing left
     model.assert_complete()
 
 
 async def test_scripted_position_survives_a_restart_like_a_live_agent() -> None:
-    """DESIGN.md 4.2: the position is the number of responses consumed, as the log shows them
+    """docs/design.md §6.2: the position is the number of responses consumed, as the log shows them
     (answers, errors, interrupted prefixes); a call cut before any output consumed nothing."""
     clock = GatedClock()
     script = """

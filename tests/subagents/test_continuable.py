@@ -1,6 +1,5 @@
-"""Conformance tests for continuable children: start, settlement and ownership (spec/subagents.md
-2.4, 2.12, 5.3-5.5; section 9 items 45, 50-53 and 55; section 8 rows L2 and L20; DESIGN.md 4.3
-`run_in_background`).
+"""Conformance tests for continuable children: start, settlement and ownership (docs/design.md
+§7.4; `run_in_background`, §7.3).
 
 `run_in_background: true` starts a continuable child by default. It is held with the `hold` tool
 until the test releases it; every wait is on a log record, an idle agent or quiescence.

@@ -1,7 +1,7 @@
-"""Conformance tests for foreground delegation through the `subagent` tool (spec/subagents.md
-2.2, 3.1 "Foreground route", 5.4; section 9 items 10-14, 20, 30-35, 44).
+"""Conformance tests for foreground delegation through the `subagent` tool (docs/design.md
+§7.3).
 
-Every scenario is a scripted tree (DESIGN.md 4.2) run by the public `Runtime`. A child is held
+Every scenario is a scripted tree (docs/design.md §6.2) run by the public `Runtime`. A child is held
 at a known point with the `hold` tool or with `GatedClock` (scripted `sleep:`), never by timing.
 """
 
@@ -93,13 +93,16 @@ PARTIAL = "\nPartial output before the run ended:\n"
             "  - text: Halfway there.\n    calls: [{tool: task_list}]\n"
             "  - error: upstream exploded\n",
             "error",
-            "Error: subagent run failed" + PARTIAL + "Halfway there.",
+            "Error: subagent run failed\nDiagnostic: MODEL_ERROR: upstream exploded"
+            + PARTIAL
+            + "Halfway there.",
             id="error-with-partial",
         ),
         pytest.param(
             "  - error: upstream exploded\n",
             "error",
-            "Error: subagent run failed",
+            # Why it failed, with the stable code: the parent need not read the child's log.
+            "Error: subagent run failed\nDiagnostic: MODEL_ERROR: upstream exploded",
             id="error-without-output",
         ),
         pytest.param(
@@ -209,7 +212,7 @@ stopped:
         await rt.wait_quiescent()
         assert [(r.content, r.is_error) for r in replies(lead)] == [
             ("fine", False),
-            ("Error: subagent run failed", True),
+            ("Error: subagent run failed\nDiagnostic: MODEL_ERROR: it broke", True),
             ("Error: subagent run was cancelled", True),
         ]
         assert list(rt.agents) == [lead.id]
@@ -255,7 +258,8 @@ slow:
             TurnEnd(turn=1, reason="aborted", cause="user")
         ]
         assert replies(lead) == [
-            ToolReply("subagent", "Error: tool call aborted", True, ErrorCode.ABORTED)
+            # spec subagents 5.4: an aborted foreground child reads `subagent run was cancelled`
+            ToolReply("subagent", "Error: subagent run was cancelled", True, ErrorCode.ABORTED)
         ]
         assert [(e.name, e.stop_reason) for e in lifecycle.ended] == [("slow", "aborted")]
         await rt.wait_quiescent()

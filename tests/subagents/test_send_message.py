@@ -1,5 +1,5 @@
-"""Conformance tests for `send_message` (spec/subagents.md 2.5, 3.2, 4.7, 5.3; section 9 items
-59-62, 64-65; section 8 rows L6 and L12; DESIGN.md 4.3 agent references).
+"""Conformance tests for `send_message` (docs/design.md §7.4,
+§7.7; agent references, §7.6).
 
 Only the exact direct parent delivers; a message to a working child is its next turn; a settled
 child is cold-resumed from its own log; an accepted message is durable before the tool answers
@@ -330,7 +330,9 @@ reviewer:
         # It did not steer the first turn: that turn's second request never saw it.
         first_turn = model.requests_of("reviewer")[1]
         assert "Also check the tests" not in [getattr(m, "text", None) for m in first_turn.messages]
-        # One activation ran both turns; the lead heard once, after both.
+        # One activation ran both turns; the lead heard once, after both. (Live events come in
+        # log order: the child's end follows its records, once they are durable.)
+        await rt.store.flush()
         assert len(lifecycle.started) == len(lifecycle.ended) == 1
         assert [text for _, kind, text in entered(lead) if kind == "subagent-settled"] == [
             finished("reviewer", "the tests are fine too.")

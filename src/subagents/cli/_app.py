@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import re
 import sys
 import time
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,29 +12,36 @@ import typer
 
 from ..core import Agent, Budget, RunResult, run_result
 from ..core._inspect import is_held, list_sessions
-from ..errors import NotFoundError
+from ..errors import ErrorCode, UsageError
 from ..ids import SessionId
 from ..models._scripted import ScriptedModel
 from ..policy import SANDBOX_MODES, parse_mode
-from ..sessions import EventStore, SessionHeader
+from ..sessions import SessionHeader
 from ..subagents import DelegationOptions
-from ..subagents._tree import find_member, load_tree, tree_json
-from ..tools import ToolSpec
+from ..subagents._tree import TreeMember, find_member, load_tree, tree_json
 from ..workflows import Runtime
 from ._agents import choose_definition, definitions_for, list_agents, model_for
+from ._command import SessionCommand
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
+    NEWEST,
+    SESSION_HELP,
     check_argv,
     check_path,
     check_tenant,
     fail,
+    is_session_id,
     is_terminal,
     open_store,
+    read_prompt,
     require_existing_store,
     resolve_model,
+    resolve_root,
     run_async,
+    store_path,
 )
+from ._demo import TOOLS as DEMO_TOOLS, demo_dir
 from ._live import LiveTree
 from ._render import dumps, event_json, render_log, render_sessions, render_tree
 
@@ -45,18 +51,37 @@ app = typer.Typer(
     name="subagents",
     help="Run LLM agents that delegate to named child agents, on a durable event log.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help and errors: the entry point (`_main`) prints usage errors as one line.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"subagents {package_version('subagents')}")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _check_arguments() -> None:
+def _check_arguments(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     # Before any command runs: an argument that is not UTF-8 is refused with one line.
     check_argv(sys.argv[1:])
 
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+def _checked_store(store: str | None) -> str | None:
+    """Check the store's path while parsing, before any event loop runs (it stats)."""
+    store_path(store)
+    return store
+
 
 StoreOpt = Annotated[
     str | None,
@@ -64,6 +89,7 @@ StoreOpt = Annotated[
         "--store",
         help="Store path or sqlite:/// URL "
         "(default: $SUBAGENTS_STORE or $SUBAGENTS_HOME/state.db).",
+        callback=_checked_store,
     ),
 ]
 TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant whose sessions to use.")]
@@ -98,24 +124,67 @@ ModelOpt = Annotated[
 ]
 
 
-def _print_result(result: RunResult, *, as_json: bool) -> None:
+def result_json(result: RunResult, tree: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The JSON of a run's result, the same keys in `run`, `resume`, `send` and `demo`.
+
+    With the tree's rows, `usage` is the agent's own (with its model calls) and `total_usage`
+    the whole tree's, as in `subagents tree --json`.
+    """
+    payload: dict[str, Any] = {
+        "session_id": result.session_id,
+        "stop_reason": result.stop_reason,
+        "output": result.output,
+        "usage": {
+            "input_tokens": result.usage.input_tokens,
+            "output_tokens": result.usage.output_tokens,
+        },
+    }
+    if tree:
+        own = next((r for r in tree if r["session_id"] == result.session_id), None)
+        if own is not None:
+            payload["usage"] = own["usage"]
+        payload["total_usage"] = tree[0]["total_usage"]
+    if result.error_code:
+        payload["error"] = {"code": result.error_code, "message": result.error_message}
+    return payload
+
+
+_STOPPED_BECAUSE = {
+    "max-tokens": "the model stopped at its output token limit (max-tokens); the answer is "
+    "cut short",
+    "refusal": "the model refused to answer (refusal)",
+    "aborted": "the turn was stopped before it finished (aborted)",
+    "interrupted": "the turn was cut off by a crash; `subagents resume` runs it again",
+}
+
+
+def reason_line(result: RunResult) -> str | None:
+    """The one stderr line that says why a run did not complete (None when it did)."""
+    if result.ok or result.stop_reason is None:
+        return None
+    if result.error_code:
+        return f"subagents: {result.error_code}: {result.error_message}"
+    because = _STOPPED_BECAUSE.get(result.stop_reason, f"the turn ended {result.stop_reason}")
+    return f"subagents: {result.stop_reason}: {because}"
+
+
+def _print_result(
+    result: RunResult, *, as_json: bool, tree: list[dict[str, Any]] | None = None
+) -> None:
     if as_json:
-        payload: dict[str, Any] = {
-            "session_id": result.session_id,
-            "stop_reason": result.stop_reason,
-            "output": result.output,
-            "usage": {
-                "input_tokens": result.usage.input_tokens,
-                "output_tokens": result.usage.output_tokens,
-            },
-        }
-        if result.error_code:
-            payload["error"] = {"code": result.error_code, "message": result.error_message}
-        typer.echo(dumps(payload))
-    else:
+        typer.echo(dumps(result_json(result, tree)))
+    elif result.output:  # a failed turn with no text prints no empty line before its reason
         typer.echo(result.output)
-    if result.stop_reason in ("error", "budget"):
-        typer.echo(f"subagents: {result.error_code}: {result.error_message}", err=True)
+    line = reason_line(result)
+    if line is not None:
+        typer.echo(line, err=True)
+
+
+async def _tree_rows(runtime: Runtime, root: SessionId) -> list[dict[str, Any]]:
+    """The rows of `root`'s tree (for usage), read by the live runtime that holds it."""
+    await runtime.store.flush()
+    header = await runtime.store.get_header(root, tenant=runtime.tenant)
+    return tree_json(await load_tree(runtime.store, header))
 
 
 def _exit_for(result: RunResult) -> None:
@@ -138,7 +207,9 @@ async def _run_until_quiet(runtime: Runtime, agent: Agent, first_seq: int) -> Ru
 
 @app.command()
 def run(
-    prompt: Annotated[str | None, typer.Argument(help="The task for the lead agent.")] = None,
+    prompt: Annotated[
+        str | None, typer.Argument(help="The task for the lead agent (`-`: read it from stdin).")
+    ] = None,
     model: ModelOpt = None,
     store: StoreOpt = None,
     tenant: TenantOpt = "default",
@@ -161,17 +232,20 @@ def run(
     spends it ends with stop reason `budget` (exit 1).
     """
     check_tenant(tenant)
+    if prompt is not None:
+        prompt = read_prompt(prompt)
     if prompt is None or not prompt.strip():
         fail("a prompt is required, for example: subagents run 'review app.py' --model ...")
     if cwd is not None and not check_path(cwd, "--cwd").is_dir():
         fail(f"--cwd {cwd} is not a directory")
     if sandbox not in SANDBOX_MODES:
         fail(f"--sandbox {sandbox!r} is not a mode; use one of {', '.join(SANDBOX_MODES)}")
-    definitions = definitions_for(cwd, tenant)
+    definitions = definitions_for(cwd, tenant, using=agent)
     definition = None if agent is None else choose_definition(definitions, agent, tenant=tenant)
     chosen, spec = resolve_model(model_for(definition, model))
+    text = prompt
 
-    async def main() -> RunResult:
+    async def main() -> tuple[RunResult, list[dict[str, Any]]]:
         async with Runtime(
             model=chosen,
             store=open_store(store),
@@ -190,16 +264,17 @@ def run(
         ) as runtime:
             lead = None if definition is None else await runtime.create_agent_from(definition)
             with LiveTree(runtime, enabled=is_terminal()):
-                return await runtime.run(prompt, agent=lead)
+                result = await runtime.run(text, agent=lead)
+            return result, await _tree_rows(runtime, result.session_id)
 
-    result = run_async(main)
-    _print_result(result, as_json=as_json)
+    result, rows = run_async(main)
+    _print_result(result, as_json=as_json, tree=rows)
     _exit_for(result)
 
 
-@app.command()
+@app.command(cls=SessionCommand)
 def resume(
-    session: Annotated[str, typer.Argument(help="Root session id to continue.")],
+    session: Annotated[str, typer.Argument(help=SESSION_HELP)],
     prompt: Annotated[str | None, typer.Argument(help="A new prompt for the lead.")] = None,
     model: ModelOpt = None,
     store: StoreOpt = None,
@@ -214,7 +289,7 @@ def resume(
     header = run_async(lambda: _header(store, tenant, session))
     chosen, spec = resolve_model(model, recorded=header.model_spec)
 
-    async def main() -> RunResult:
+    async def main() -> tuple[RunResult, list[dict[str, Any]]]:
         async with Runtime(
             model=chosen,
             store=open_store(store),
@@ -224,24 +299,24 @@ def resume(
             delegation=DelegationOptions(definitions=definitions_for(header.cwd, tenant)),
         ) as runtime:
             with LiveTree(runtime, enabled=is_terminal()):
-                agent = await runtime.resume_agent(header.id)
-                first = agent.session.next_seq
-                # Members a crash left unsettled finish now and notify their parents.
-                await runtime.continuable.resume_unsettled(header)
+                first = len(await runtime.store.read(header.id, tenant=tenant))
+                # Child-first: work a crash cut off runs again and reaches whoever waited.
+                agent = await runtime.resume_tree(header.id)
                 if prompt is not None:
                     await agent.followup(prompt)
                 else:
                     agent.wake()
-                return await _run_until_quiet(runtime, agent, first)
+                result = await _run_until_quiet(runtime, agent, first)
+            return result, await _tree_rows(runtime, header.id)
 
-    result = run_async(main)
-    _print_result(result, as_json=as_json)
+    result, rows = run_async(main)
+    _print_result(result, as_json=as_json, tree=rows)
     _exit_for(result)
 
 
-@app.command()
+@app.command(cls=SessionCommand)
 def send(
-    session: Annotated[str, typer.Argument(help="Root session id of the tree.")],
+    session: Annotated[str, typer.Argument(help=SESSION_HELP)],
     name: Annotated[
         str, typer.Argument(help="Full name of the agent (`lead`, `reviewer/checker`).")
     ],
@@ -262,7 +337,7 @@ def send(
     header = run_async(lambda: _header(store, tenant, session))
     chosen, spec = resolve_model(model, recorded=header.model_spec)
 
-    async def main() -> RunResult:
+    async def main() -> tuple[RunResult, list[dict[str, Any]]]:
         async with Runtime(
             model=chosen,
             store=open_store(store),
@@ -273,30 +348,55 @@ def send(
         ) as runtime:
             await runtime.hold(header.id)
             target = await find_member(runtime.store, header, name)
+            check_takes_messages(await load_tree(runtime.store, header), target.id)
             with LiveTree(runtime, enabled=is_terminal()):
+                # The whole tree resumes: work a crash cut off finishes, and the lead is
+                # loaded, so a child's settlement notice is taken in, not left queued.
+                lead = await runtime.resume_tree(header.id)
                 if target.parent is None:
-                    agent = await runtime.resume_agent(target.id)
+                    agent = lead
                     first = agent.session.next_seq
                     await agent.followup(message)
                 else:
+                    lead.wake()
                     act, _ = await runtime.continuable.deliver_as_user(target.id, message)
                     agent = act.agent
                     first = act.epoch_start
                 await runtime.wait_quiescent()
                 await runtime.store.flush()
-                return run_result(agent.id, agent.session.records[first:])
+                result = run_result(agent.id, agent.session.records[first:])
+            return result, await _tree_rows(runtime, header.id)
 
-    result = run_async(main)
-    _print_result(result, as_json=as_json)
+    result, rows = run_async(main)
+    _print_result(result, as_json=as_json, tree=rows)
     _exit_for(result)
 
 
-@app.command()
+def check_takes_messages(members: list[TreeMember], target: SessionId) -> None:
+    """Refuse, in words for a person, a message to a member that cannot take one.
+
+    Only the lead and continuable children have a conversation to continue; a one-shot child
+    (foreground, background task or workflow child) ran once and is settled for good.
+    """
+    member = next((m for m in members if m.row.header.id == target), None)
+    if member is None or member.row.mode != "one-shot":
+        return
+    row = member.row
+    raise UsageError(
+        f"{row.name} is a one-shot child that ran once and is {row.status}: it cannot take "
+        f"messages; send to its parent ({row.parent}) instead, for example: subagents send "
+        f"{row.header.root} {row.parent} '...'",
+        code=ErrorCode.NOT_RESUMABLE,
+    )
+
+
+@app.command(cls=SessionCommand)
 def interrupt(
-    session: Annotated[str, typer.Argument(help="Root session id of the tree.")],
+    session: Annotated[str, typer.Argument(help=SESSION_HELP)],
     name: Annotated[str, typer.Argument(help="Full name of the agent to stop.")],
     store: StoreOpt = None,
     tenant: TenantOpt = "default",
+    as_json: JsonOpt = False,
 ) -> None:
     """Stop an agent of a stored tree.
 
@@ -306,7 +406,7 @@ def interrupt(
     require_existing_store(store)
     header = run_async(lambda: _header(store, tenant, session))
 
-    async def main() -> str:
+    async def main() -> tuple[SessionId, bool]:
         async with Runtime(
             model=ScriptedModel({}),
             store=open_store(store),
@@ -317,39 +417,26 @@ def interrupt(
             await runtime.hold(header.id)
             target = await find_member(runtime.store, header, name)
             before = len(await runtime.store.read(target.id, tenant=tenant))
-            agent = await runtime.resume_agent(target.id)
+            # The user stops it: its cut-off turn is closed, not run again.
+            agent = await runtime.resume_agent(target.id, retry_cut_turn=False)
             closed = agent.session.next_seq > before
-        return (
-            f"interrupted {name}: its cut-off turn is closed; resume the tree to continue it"
-            if closed
-            else f"{name} was not running; nothing to interrupt"
-        )
+        return target.id, closed
 
-    typer.echo(run_async(main))
+    member, closed = run_async(main)
+    if as_json:
+        typer.echo(dumps({"session_id": member, "name": name, "interrupted": closed}))
+    elif closed:
+        typer.echo(
+            f"interrupted {name}: its cut-off turn is closed; resume the tree to continue it"
+        )
+    else:
+        typer.echo(f"{name} was not running; nothing to interrupt")
 
 
 async def _header(store: str | None, tenant: str, session: str) -> SessionHeader:
-    if not _UUID.match(session):
-        raise NotFoundError(f"{session!r} is not a session id; list them with `subagents sessions`")
+    """The root session `session` refers to (an id, a unique prefix, or `lead`)."""
     async with open_store(store) as opened:
-        header = await opened.get_header(SessionId(session), tenant=tenant)
-    if header.parent is not None:
-        raise NotFoundError(f"session {session} is not a root session; give the tree's root id")
-    return header
-
-
-def _examples_dir() -> Path:
-    return Path(__file__).resolve().parents[3] / "examples"
-
-
-def _load_demo_tools(path: Path) -> list[ToolSpec]:
-    spec = importlib.util.spec_from_file_location("subagents_demo_tools", path)
-    if spec is None or spec.loader is None:
-        fail(f"cannot load the demo tools from {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    tools: list[ToolSpec] = list(module.TOOLS)
-    return tools
+        return await resolve_root(opened, tenant, session)
 
 
 @app.command()
@@ -358,13 +445,13 @@ def demo(
     tenant: TenantOpt = "default",
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the bundled scripted scenario in examples/ and show the tree."""
+    """Run the bundled scripted scenario (no model API needed) and show the tree."""
     check_tenant(tenant)
-    examples = _examples_dir()
+    examples = demo_dir()
     script = examples / "demo.yaml"
-    if not script.exists():
-        fail(f"the demo files are missing: {script} (run from a clone of the repository)")
-    tools = _load_demo_tools(examples / "demo_tools.py")
+    if not script.is_file():
+        fail(f"the demo's script is missing from the installed package: {script}")
+    tools = list(DEMO_TOOLS)
     model = ScriptedModel.from_file(script)
 
     async def main() -> tuple[RunResult, list[dict[str, Any]]]:
@@ -386,12 +473,15 @@ def demo(
 
     result, rows = run_async(main)
     if as_json:
-        typer.echo(dumps({"result": result.output, "session_id": result.session_id, "tree": rows}))
+        typer.echo(dumps({**result_json(result, rows), "tree": rows}))
     else:
-        typer.echo(result.output)
-        typer.echo("")
+        if result.output:
+            typer.echo(result.output + "\n")
         typer.echo(render_tree(rows))
         typer.echo(f"\ninspect it with: subagents log {result.session_id}")
+    line = reason_line(result)
+    if line is not None:
+        typer.echo(line, err=True)
     _exit_for(result)
 
 
@@ -436,22 +526,9 @@ def sessions(
     typer.echo(run_async(text))
 
 
-async def _resolve_root(opened: EventStore, tenant: str, target: str) -> SessionHeader:
-    """A root session id, or the tenant's newest root session for anything else."""
-    if _UUID.match(target):
-        header = await opened.get_header(SessionId(target), tenant=tenant)
-        if header.parent is not None:
-            raise NotFoundError(f"session {target} is not a root session")
-        return header
-    roots = await opened.list_headers(tenant=tenant, roots_only=True)
-    if not roots:
-        raise NotFoundError(f"tenant {tenant!r} has no sessions yet")
-    return roots[0]
-
-
-@app.command()
+@app.command(cls=SessionCommand)
 def tree(
-    session: Annotated[str, typer.Argument(help="Root session id (or `lead` for the newest).")],
+    session: Annotated[str, typer.Argument(help=SESSION_HELP)],
     store: StoreOpt = None,
     tenant: TenantOpt = "default",
     as_json: JsonOpt = False,
@@ -462,9 +539,7 @@ def tree(
 
     async def main() -> list[dict[str, Any]]:
         async with open_store(store) as opened:
-            if not _UUID.match(session) and session != "lead":
-                raise NotFoundError(f"{session!r} is not a session id or `lead`")
-            header = await _resolve_root(opened, tenant, session)
+            header = await resolve_root(opened, tenant, session)
             held = await is_held(opened, header.id, now=time.time())
             return tree_json(await load_tree(opened, header, held=held))
 
@@ -478,24 +553,32 @@ def log(
         str, typer.Argument(help="Session id, or an agent's full name such as `reviewer/checker`.")
     ],
     root: Annotated[
-        str | None, typer.Option("--session", help="Root session in which NAME is looked up.")
+        str | None,
+        typer.Option(
+            "--session",
+            help="Root session in which NAME is looked up: an id, a unique prefix, or `lead` "
+            "(the default: the newest).",
+        ),
     ] = None,
+    last: Annotated[
+        bool, typer.Option("--last", help="Look NAME up in the newest root session (default).")
+    ] = False,
     store: StoreOpt = None,
     tenant: TenantOpt = "default",
     as_json: JsonOpt = False,
 ) -> None:
     """Print one agent's transcript (with --json: its events)."""
     check_tenant(tenant)
+    if last and root is not None:
+        fail("give --session or --last, not both")
     require_existing_store(store)
 
     async def main() -> str:
         async with open_store(store) as opened:
-            if _UUID.match(target):
-                header = await opened.get_header(SessionId(target), tenant=tenant)
+            if is_session_id(target):
+                header = await opened.get_header(SessionId(target.lower()), tenant=tenant)
             else:
-                if root is not None and not _UUID.match(root):
-                    raise NotFoundError(f"--session {root!r} is not a session id")
-                base = await _resolve_root(opened, tenant, root or "newest")
+                base = await resolve_root(opened, tenant, root or NEWEST)
                 header = await find_member(opened, base, target)
             records = await opened.read(header.id, tenant=tenant)
         return dumps([event_json(r) for r in records]) if as_json else render_log(records)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import os
+import re
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -14,10 +16,10 @@ import typer
 
 from ..core import default_store_path
 from ..errors import ErrorCode, NotFoundError, StoreError, SubagentsError, UsageError
-from ..ids import check_tenant_id
+from ..ids import SessionId, check_tenant_id
 from ..models import Model
 from ..models._spec import open_model, parse_model_spec
-from ..sessions import EventStore
+from ..sessions import EventStore, SessionHeader
 from ..sessions._sqlite import SqliteEventStore, parse_store_url
 
 __all__ = [
@@ -28,8 +30,11 @@ __all__ = [
     "check_path",
     "check_tenant",
     "fail",
+    "is_session_id",
     "open_store",
+    "read_prompt",
     "resolve_model",
+    "resolve_root",
     "run_async",
 ]
 
@@ -100,6 +105,9 @@ def resolve_model(spec: str | None, *, recorded: str | None = None) -> tuple[Mod
         fail(f"no model given: {MODEL_CHOICES}")
     try:
         parsed = parse_model_spec(chosen)
+        if parsed.kind == "scripted":
+            # Recorded absolute, so that `resume` and `send` from another directory find it.
+            parsed = dataclasses.replace(parsed, model=os.path.abspath(parsed.model))
         return open_model(parsed), str(parsed)
     except SubagentsError as exc:
         fail(f"{exc.message} [{exc.code}]", exit_code_for(exc))
@@ -122,6 +130,11 @@ def _limit(name: str, fallback: int) -> int:
         return fallback
 
 
+_CHECKED: set[Path] = set()
+"""Paths `check_path` accepted: a length limit does not change, and the option callback checks
+the store before any event loop runs, so the store's opening inside one never blocks on it."""
+
+
 def check_path(path: Path, option: str) -> Path:
     """`path`, or exit 2 naming `option` when it exceeds the system's path limits.
 
@@ -129,6 +142,8 @@ def check_path(path: Path, option: str) -> Path:
     against PATH_MAX), and a stat that fails with ENAMETOOLONG is refused the same way, so
     no command ever meets the error later with a traceback.
     """
+    if path in _CHECKED:
+        return path
     encoded = os.fsencode(path)
     name_max = _limit("PC_NAME_MAX", _NAME_MAX)
     path_max = _limit("PC_PATH_MAX", _PATH_MAX)
@@ -143,6 +158,7 @@ def check_path(path: Path, option: str) -> Path:
             f"{option} {_shown(str(path))}: the path is too long for this system "
             f"(at most {name_max} bytes a component, {path_max - 1} in all)"
         )
+    _CHECKED.add(path)
     return path
 
 
@@ -190,3 +206,72 @@ def check_argv(argv: list[str]) -> None:
 
 def is_terminal() -> bool:
     return sys.stderr.isatty()
+
+
+def read_prompt(prompt: str) -> str:
+    """`prompt`, or for `-` the text on stdin (decoded as UTF-8, exit 2 when it is not)."""
+    if prompt != "-":
+        return prompt
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        fail("the prompt on stdin is not valid UTF-8 text")
+
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_PREFIX = re.compile(r"^[0-9a-f-]{1,36}$")
+NEWEST = "lead"
+"""The session reference that stands for the tenant's newest root session (also `--last`)."""
+
+
+def is_session_id(text: str) -> bool:
+    """Whether `text` is a whole session id (a UUID, any case)."""
+    return _UUID.match(text.strip().lower()) is not None
+
+
+SESSION_HELP = (
+    "Root session: its id, a unique prefix of the id, or `lead` (or --last) for the tenant's "
+    "newest."
+)
+
+
+async def resolve_root(opened: EventStore, tenant: str, reference: str) -> SessionHeader:
+    """The root session a reference names: an id, a unique id prefix, or `lead` (the newest).
+
+    Raises `NotFoundError` naming what was wrong: not a reference, no such session, an ambiguous
+    prefix (with the candidates), or a child session's id.
+    """
+    reference = reference.strip().lower()
+    if _UUID.match(reference):
+        header = await opened.get_header(SessionId(reference), tenant=tenant)
+        if header.parent is not None:
+            raise NotFoundError(
+                f"session {reference} is not a root session; give the tree's root id "
+                f"({header.root})"
+            )
+        return header
+    roots = await opened.list_headers(tenant=tenant, roots_only=True)
+    if reference == NEWEST:
+        if not roots:
+            raise NotFoundError(f"tenant {tenant!r} has no sessions yet")
+        return roots[0]
+    if not _PREFIX.match(reference):
+        raise NotFoundError(
+            f"{_shown(reference)!r} is not a session id, a prefix of one, or `lead`; list them "
+            "with `subagents sessions`"
+        )
+    matches = [h for h in roots if h.id.startswith(reference)]
+    if not matches:
+        raise NotFoundError(
+            f"no root session of tenant {tenant!r} starts with {reference!r}; list them with "
+            "`subagents sessions`"
+        )
+    if len(matches) > 1:
+        shown = ", ".join(h.id[:13] for h in matches[:3]) + (", ..." if len(matches) > 3 else "")
+        raise UsageError(
+            f"session prefix {reference!r} is ambiguous: {len(matches)} sessions start with it "
+            f"({shown}); give more of the id",
+            code=ErrorCode.AMBIGUOUS_MATCH,
+        )
+    return matches[0]

@@ -7,7 +7,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +33,16 @@ from ..sessions import (
 )
 from ..sessions._events import InboxTarget
 from ..sessions._projections import UsageProjection, fold
-from ..sessions._repair import interrupted_turn_closers
+from ..sessions._repair import (
+    DEFAULT_CRASH_RETRIES,
+    KnownOutcome,
+    crash_recovery,
+    interrupted_turn_closers,
+)
 from ..sessions._session import Session
 from ..tools import ToolRegistry, ToolSpec
 from ._agent import Agent, AgentConfig
-from ._bus import AgentCreated, EventBus
+from ._bus import AgentCreated, CausalOrder, EventBus, SessionEventPosted
 from ._inbox import replay_inbox
 from ._inspect import lease_alive
 
@@ -118,8 +123,16 @@ class AgentRuntime:
         cwd: str | Path | None = None,
         model_spec: str | None = None,
         model_factory: Callable[[str], Model] | None = None,
+        crash_retries: int = DEFAULT_CRASH_RETRIES,
     ) -> None:
         check_tenant_id(tenant)
+        if type(crash_retries) is not int or crash_retries < 0:  # a bool is not a count
+            raise ConfigError(
+                f"crash_retries must be a whole number >= 0, not {crash_retries!r}",
+                code=ErrorCode.USAGE,
+            )
+        self.crash_retries = crash_retries
+        """How many times in a row a turn cut off by a crash is run again on resume."""
         self.model = model
         self.model_spec = model_spec
         self._model_factory = model_factory or open_model
@@ -219,8 +232,20 @@ class AgentRuntime:
     def subscribe(
         self, listener: Callable[[object], None], *, types: tuple[type, ...] = ()
     ) -> Callable[[], None]:
-        """Watch live events (all, or only `types`); returns a function that unsubscribes."""
-        return self.bus.subscribe(listener, types=types)
+        """Watch live events (all, or only `types`); returns a function that unsubscribes.
+
+        Events come in log order: an event about a session (an agent's status, a child's
+        end) follows the records that session wrote before it, though records are posted
+        only once durable. A listener that takes no records needs no ordering.
+        """
+        if types and SessionEventPosted not in types:
+            return self.bus.subscribe(listener, types=types)
+
+        def session_of(session_id: str) -> Session | None:
+            agent = self._agents.get(SessionId(session_id))
+            return None if agent is None else agent.session
+
+        return self.bus.subscribe(CausalOrder(listener, session_of), types=types)
 
     # -- agents -------------------------------------------------------------------------------
 
@@ -267,9 +292,18 @@ class AgentRuntime:
         return self._publish(Session(header, self.store, self.clock), config or AgentConfig())
 
     async def resume_agent(
-        self, session_id: SessionId | str, *, config: AgentConfig | None = None
+        self,
+        session_id: SessionId | str,
+        *,
+        config: AgentConfig | None = None,
+        retry_cut_turn: bool = True,
     ) -> Agent:
-        """Load a stored session, close a turn a crash left open, and rebuild its agent."""
+        """Load a stored session, repair a turn a crash left open, and rebuild its agent.
+
+        The cut-off turn is closed and, unless `retry_cut_turn` is False (an interrupt of a
+        dead tree), its re-run is queued, bounded by `crash_retries`; `wake()` runs it. Calls
+        whose real outcome was learned since (`recovered_outcomes`) get it as their result.
+        """
         existing = self._agents.get(SessionId(session_id))
         if existing is not None and not existing.disposed:
             return existing
@@ -277,10 +311,24 @@ class AgentRuntime:
         await self.hold(header.root_id)
         records = await self.store.read(header.id, tenant=self.tenant)
         session = Session(header, self.store, self.clock, records)
-        for event in interrupted_turn_closers(records):
+        known = self.recovered_outcomes(header.id)
+        repair = (
+            crash_recovery(records, known, max_retries=self.crash_retries)
+            if retry_cut_turn
+            else interrupted_turn_closers(records, known)
+        )
+        for event in repair:
             # Repair records reuse the last real timestamp: the downtime is not part of the turn.
             await session.append(event, time=records[-1].time)
         return self._publish(session, config or AgentConfig())
+
+    def recovered_outcomes(self, session_id: SessionId) -> Mapping[str, KnownOutcome]:
+        """Real outcomes of `session_id`'s cut-off calls, by call id (extension hook).
+
+        The core knows none; the delegation layer returns the answers of foreground children
+        it re-ran first, so a parent's repair carries them instead of `TOOL_OUTCOME_UNKNOWN`.
+        """
+        return {}
 
     def confines_children(self, parent: Agent) -> bool:
         """Whether `parent`'s children must work inside its workspace (its session cwd).
@@ -445,9 +493,10 @@ class AgentRuntime:
         """Install per-agent registrations before the agent is published (extension hook)."""
 
     async def wait_quiescent(self) -> None:
-        """Wait until no agent is running and no background work is in flight.
+        """Wait until no agent runs, no background work is in flight, and the log is durable.
 
-        The log may still be catching up: `store.flush()` makes it durable.
+        The flush matters to subscribers too: they see events once the records before them
+        are posted, so after this returns they have been told everything.
         """
         while True:
             running = [a for a in self._agents.values() if a.status == "running"]
@@ -457,6 +506,9 @@ class AgentRuntime:
             if self.work.active:
                 await self.work.wait_change()
                 continue
+            await self.store.flush()
+            if any(a.status == "running" for a in self._agents.values()) or self.work.active:
+                continue  # a listener started work while the log caught up
             return
 
     async def run(self, prompt: str, *, agent: Agent | None = None) -> RunResult:

@@ -181,6 +181,8 @@ class SubagentCatalog(_Event, frozen=True, kw_only=True, tag="subagent/catalog")
     provider: str = ""
     label: str = ""
     created_at: float = 0.0
+    call_id: str | None = None
+    """The creator's tool call that started a one-shot child (its answer goes back there)."""
 
 
 class SubagentDescriptor(_Event, frozen=True, kw_only=True, tag="subagent/descriptor"):

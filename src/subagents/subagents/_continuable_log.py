@@ -10,11 +10,10 @@ from collections.abc import Sequence
 
 from ..core import replay_inbox
 from ..sessions import EventRecord, SubagentDescriptor, SubagentSettled, TurnEnd
-from ._budgets import with_budget
 from ._providers import ToolFilter
 from ._results import SubagentResult, settlement_line
 from ._scope import AgentProfile
-from ._service import Admission, output_schema
+from ._service import descriptor_for
 from ._structured import render_result
 
 __all__ = [
@@ -26,31 +25,6 @@ __all__ = [
     "restored_profile",
     "unsettled",
 ]
-
-
-def descriptor_for(admission: Admission) -> SubagentDescriptor:
-    """A continuable child's descriptor, with the scope a resume must restore."""
-    profile = admission.profile
-    tool_filter = profile.tool_filter if profile is not None else None
-    definition = profile.definition if profile is not None else None
-    budget = profile.budget if profile is not None else None
-    descriptor = SubagentDescriptor(
-        mode="continuable",
-        provider=admission.provider.name,
-        label=admission.label,
-        definition=definition.name if definition is not None else None,
-        instructions=definition.body if definition is not None else None,
-        tools_allow=(
-            tuple(sorted(tool_filter.allow))
-            if tool_filter is not None and tool_filter.allow is not None
-            else None
-        ),
-        tools_deny=tuple(sorted(tool_filter.deny)) if tool_filter is not None else (),
-        depth_cap=profile.depth_cap if profile is not None else None,
-        output_schema=output_schema(admission),
-        agent_model=admission.model_spec,
-    )
-    return with_budget(descriptor, budget)
 
 
 def restored_profile(descriptor: SubagentDescriptor) -> AgentProfile | None:

@@ -68,6 +68,9 @@ class StartRequest:
     """The child's own budget limits, recorded in its descriptor (the service enforces them)."""
     model_spec: str | None = None
     """The model it runs when not its parent's, recorded in its descriptor."""
+    descriptor: SubagentDescriptor | None = None
+    """The child's identity as the service resolved it (scope, schema, model, budget): what
+    its log records so a resume restores exactly this (None: built from the fields above)."""
     establish: Callable[[SessionId], Awaitable[None]] = field(repr=False)
     """Called once the child exists and before it receives its prompt (the catalog entry)."""
 
@@ -212,7 +215,7 @@ class InProcessProvider:
 
     async def start(self, request: StartRequest) -> SubagentRun:
         seed = self.continuable_seed(request.parent)
-        descriptor = with_budget(
+        descriptor = request.descriptor or with_budget(
             SubagentDescriptor(
                 mode="one-shot",
                 provider=self._name,

@@ -10,12 +10,19 @@ from ..messages import AssistantMessage, JsonValue
 from ..sessions import AssistantMessageEvent, EventRecord, InboxSpliced, TurnEnd
 
 __all__ = [
+    "CANCELLED_TEXT",
+    "NO_OUTPUT_TEXT",
     "ResultStop",
     "SubagentResult",
     "failure_headline",
     "result_from_log",
     "settlement_line",
 ]
+
+NO_OUTPUT_TEXT = "subagent completed but returned no output"
+"""What a parent reads for a child that completed without any text (never an empty result)."""
+CANCELLED_TEXT = "subagent run was cancelled"
+"""What a parent reads for a foreground child whose run was cancelled."""
 
 ResultStop: TypeAlias = Literal["completed", "aborted", "error", "max-tokens", "refusal", "budget"]
 
@@ -51,8 +58,14 @@ def result_from_log(records: Sequence[EventRecord]) -> SubagentResult:
             case _:
                 pass
     stop = _stop(end, dropped)
-    # A spent budget says whose budget and how much was used: the parent decides with that.
-    diagnostic = end.error_message if stop == "budget" and end is not None else None
+    # A spent budget says whose budget and how much was used, a failure why it failed (with
+    # its stable code): the parent decides with that, without reading the child's log.
+    diagnostic = None
+    if end is not None and stop == "budget":
+        diagnostic = end.error_message
+    elif end is not None and stop == "error" and end.error_message:
+        code = f"{end.error_code}: " if end.error_code else ""
+        diagnostic = f"{code}{end.error_message}"
     return SubagentResult(output=output, stop_reason=stop, diagnostic=diagnostic)
 
 
@@ -72,7 +85,7 @@ def failure_headline(stop_reason: str) -> str:
     """The error headline a foreground call reports for a non-completed child."""
     match stop_reason:
         case "aborted":
-            return "subagent run was cancelled"
+            return CANCELLED_TEXT
         case "error":
             return "subagent run failed"
         case "max-tokens":

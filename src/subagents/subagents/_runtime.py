@@ -5,24 +5,34 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Self
+from typing import Literal, Self, cast
 
 from .._clock import Clock
 from ..core import Agent, AgentConfig, AgentRuntime, Budget
-from ..errors import ConfigError, ErrorCode, NotFoundError, SubagentError
+from ..errors import ConfigError, ErrorCode, NotFoundError, SubagentError, UsageError
 from ..ids import SessionId
 from ..models import Model
 from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode, store_paths
 from ..sessions import EventStore, SandboxModeSet, SubagentDescriptor
+from ..sessions._repair import DEFAULT_CRASH_RETRIES, KnownOutcome
 from ..tools import ToolSpec
 from ..workspace import workspace_tools
 from ._budgets import combined, with_budget
 from ._continuable import ContinuableManager
-from ._definitions import AgentDefinition, DefinitionProblem, aload_definitions, subagents_home
+from ._definitions import (
+    AgentDefinition,
+    DefinitionProblem,
+    aload_definitions,
+    check_definitions_folder,
+    load_definitions_folder,
+    subagents_home,
+)
 from ._providers import InProcessProvider, ToolFilter
+from ._recovery import TreeRecovery
 from ._scope import AgentProfile, check_definition_tools, child_profile
 from ._service import Admission, SubagentService, output_schema
 from ._structured import structured_instruction
@@ -31,7 +41,12 @@ from ._team import TeamBoards, team_tools
 from ._tool_control import control_tools, report_tool
 from ._tool_subagent import SubagentToolConfig, mount_subagent_tool
 from ._tool_tasks import task_tools
-from ._wording import delegation_statement
+from ._wording import (
+    delegation_statement,
+    file_policy_statement,
+    with_file_policy,
+    without_file_policy,
+)
 
 __all__ = ["DelegationOptions", "Runtime"]
 
@@ -57,8 +72,10 @@ class DelegationOptions:
     one-shot background task collected with `task_output`."""
     team_tools: bool = True
     """Offer the shared team task board."""
-    definitions: Mapping[str, AgentDefinition] | None = None
-    """The agent definitions `subagent(agent=...)` may start.
+    definitions: Mapping[str, AgentDefinition] | str | os.PathLike[str] | None = None
+    """The agent definitions `subagent(agent=...)` may start: a mapping by name, or a folder
+    of definition files (`*.md`), read on entry (a folder that does not exist makes entering
+    the runtime fail with a `ConfigError`, before the store is opened).
 
     None (the default) loads the tenant's files on entry: `<cwd>/.subagents/agents` and
     `$SUBAGENTS_HOME/agents` for tenant `default`, else
@@ -67,6 +84,26 @@ class DelegationOptions:
     budget: Budget | None = None
     """The run's budget: every root this runtime creates gets it, for its whole tree (a
     definition's own budget can only narrow it)."""
+
+    def __post_init__(self) -> None:
+        # Refuse a bad value where it is written, not at the first delegation. A folder is
+        # checked on entry, off the event loop (a stat here would block async callers).
+        given = cast("object", self.definitions)  # what callers pass is not type-checked
+        if given is None or isinstance(given, str | os.PathLike):
+            return
+        if not isinstance(given, Mapping) or not all(
+            isinstance(d, AgentDefinition) for d in cast("Mapping[object, object]", given).values()
+        ):
+            raise ConfigError(
+                "definitions must be a mapping of names to AgentDefinition or a folder path, "
+                f"not {type(cast('object', given)).__name__}"
+            )
+
+    @property
+    def definitions_folder(self) -> Path | None:
+        """The folder `definitions` names, or None for a mapping or the tenant's tiers."""
+        given = self.definitions
+        return Path(given) if isinstance(given, str | os.PathLike) else None
 
 
 class Runtime(AgentRuntime):
@@ -95,6 +132,7 @@ class Runtime(AgentRuntime):
         model_factory: Callable[[str], Model] | None = None,
         sandbox: SandboxMode = "workspace-write",
         workspace_tools: bool = True,
+        crash_retries: int = DEFAULT_CRASH_RETRIES,
     ) -> None:
         super().__init__(
             model=model,
@@ -105,6 +143,7 @@ class Runtime(AgentRuntime):
             cwd=cwd,
             model_spec=model_spec,
             model_factory=model_factory,
+            crash_retries=crash_retries,
         )
         self.sandbox: SandboxMode = parse_mode(sandbox)
         """The file policy of new roots (children take their parent's)."""
@@ -125,19 +164,29 @@ class Runtime(AgentRuntime):
             instructions=self._resumed_instructions,
             setup=self._setup_continuable,
         )
+        self.recovery = TreeRecovery(
+            self,
+            self.subagents,
+            instructions=self._resumed_instructions,
+            restore_scope=self._restore_scope,
+            delegated_work=self._delegated_work,
+        )
         self.teams = TeamBoards(self, self.subagents)
         self._report = report_tool(self.continuable)
         self.definition_problems: list[DefinitionProblem] = []
         """What was wrong with the definition files read on entry (each also logged)."""
 
     async def __aenter__(self) -> Self:
+        folder = self.delegation.definitions_folder
+        if folder is not None:
+            await asyncio.to_thread(check_definitions_folder, folder)
         await super().__aenter__()
         self._private_paths = await asyncio.to_thread(_store_files, self.store)
         self._stack.push_async_callback(self.tasks.aclose)
         options = self.delegation
-        if options.definitions is None:
+        if options.definitions is None or options.definitions_folder is not None:
             await self.reload_definitions()
-        else:
+        elif isinstance(options.definitions, Mapping):
             self.subagents.set_definitions(options.definitions)
         if self._workspace_tools:
             for spec in workspace_tools(
@@ -186,9 +235,14 @@ class Runtime(AgentRuntime):
     async def reload_definitions(self) -> list[DefinitionProblem]:
         """Read the tenant's definition files again, off the event loop.
 
-        The delegation tools re-derive their wording. Returns (and logs) the problems found.
+        With a folder in `DelegationOptions.definitions`, that folder is read instead. The
+        delegation tools re-derive their wording. Returns (and logs) the problems found.
         """
-        found, problems = await aload_definitions(self.cwd, subagents_home(), self.tenant)
+        folder = self.delegation.definitions_folder
+        if folder is not None:
+            found, problems = await asyncio.to_thread(load_definitions_folder, folder)
+        else:
+            found, problems = await aload_definitions(self.cwd, subagents_home(), self.tenant)
         for problem in problems:
             log.warning("agent definition: %s", problem)
         self.definition_problems = problems
@@ -257,11 +311,15 @@ class Runtime(AgentRuntime):
         return agent
 
     async def resume_agent(
-        self, session_id: SessionId | str, *, config: AgentConfig | None = None
+        self,
+        session_id: SessionId | str,
+        *,
+        config: AgentConfig | None = None,
+        retry_cut_turn: bool = True,
     ) -> Agent:
         """Load a stored session; its budget continues from what its subtree's logs used."""
         existing = self.get_agent(session_id)
-        agent = await super().resume_agent(session_id, config=config)
+        agent = await super().resume_agent(session_id, config=config, retry_cut_turn=retry_cut_turn)
         if agent is not existing:
             await self._restore_model(agent)
             await self.subagents.budgets.restore(agent)
@@ -278,9 +336,35 @@ class Runtime(AgentRuntime):
             agent.model = await self.model_for(spec)
             self.subagents.model_specs[agent.id] = spec
 
+    def recovered_outcomes(self, session_id: SessionId) -> Mapping[str, KnownOutcome]:
+        """The answers of foreground children re-run after a crash (see `resume_tree`)."""
+        return self.recovery.outcomes_for(session_id)
+
+    async def resume_tree(self, root_id: SessionId | str) -> Agent:
+        """Resume a stored tree after a restart, so the work a crash cut off finishes.
+
+        Child-first: its cut-off one-shot members run again and their answers reach their
+        creators; then the root is resumed (its cut-off turn queued to run again, with its
+        foreground children's real answers) and every continuable member left unsettled is
+        reactivated. Returns the root's agent; `wake()` it (or give it a prompt) and wait
+        for quiescence.
+        """
+        header = await self.store.get_header(SessionId(root_id), tenant=self.tenant)
+        if header.parent is not None:
+            raise UsageError(
+                f"{header.id} is a child session; resume its tree's root {header.root_id}",
+                code=ErrorCode.USAGE,
+            )
+        await self.hold(header.id)
+        await self.recovery.recover(header)
+        agent = await self.resume_agent(header.id)
+        await self.continuable.resume_unsettled(header)
+        return agent
+
     def setup_agent(self, agent: Agent) -> None:
         """Fix a new agent's file policy; give a resumed definition root its recorded scope."""
         self._fix_sandbox_mode(agent)
+        self._tell_file_policy(agent)
         header = agent.session.header
         if header.parent is not None or agent.id in self.subagents.profiles:
             return
@@ -299,7 +383,19 @@ class Runtime(AgentRuntime):
         self.subagents.profiles[agent.id] = profile
         if descriptor.instructions is not None:
             agent.config = dataclasses.replace(agent.config, instructions=descriptor.instructions)
+            self._tell_file_policy(agent)
         _apply(agent, profile.tool_filter)
+
+    def _tell_file_policy(self, agent: Agent) -> None:
+        """Say the agent's current file policy in its instructions (spec: sandbox:policy).
+
+        The paragraph is replaced in place on a switch, so the next request says the new mode.
+        """
+        mode = self._sandbox_modes.get(agent.id, self.sandbox)
+        statement = file_policy_statement(mode, agent.session.header.cwd)
+        agent.config = dataclasses.replace(
+            agent.config, instructions=with_file_policy(agent.config.instructions, statement)
+        )
 
     def _fix_sandbox_mode(self, agent: Agent) -> None:
         """An agent's mode is the last `sandbox/mode` of its own log (after any fork seed).
@@ -358,6 +454,7 @@ class Runtime(AgentRuntime):
             )
         agent.record(SandboxModeSet(mode=mode, source="user"))
         self._sandbox_modes[agent.id] = mode
+        self._tell_file_policy(agent)
 
     async def before_close(self) -> None:
         # Continuable children are released child-first, without notices, keeping their
@@ -374,6 +471,12 @@ class Runtime(AgentRuntime):
                 self.subagents.budgets.attach(
                     agent, profile.budget, parent=self.get_agent(header.parent)
                 )
+        self._restore_scope(agent, profile)
+        agent.tools.register(self._report)
+
+    def _restore_scope(self, agent: Agent, profile: AgentProfile | None = None) -> None:
+        """Give a child the instructions and tools of its profile (given, else recorded)."""
+        header = agent.session.header
         profile = profile or self.subagents.profiles.get(agent.id)
         if profile is not None:
             # Before the child's first request: its instructions and scope come from its
@@ -387,8 +490,8 @@ class Runtime(AgentRuntime):
                     profile=profile,
                 ),
             )
+            self._tell_file_policy(agent)
             _apply(agent, profile.tool_filter)
-        agent.tools.register(self._report)
 
     def _resumed_instructions(self, full_name: str, depth: int) -> str:
         return self._instructions(
@@ -396,7 +499,9 @@ class Runtime(AgentRuntime):
         )
 
     def _child_instructions(self, admission: Admission) -> str:
-        base = admission.parent.config.instructions.split("\n\nYou are the delegated subagent")[0]
+        # The parent's own text, without what was said to the parent about itself.
+        parent_text = without_file_policy(admission.parent.config.instructions)
+        base = parent_text.split("\n\nYou are the delegated subagent")[0]
         text = self._instructions(
             base=base,
             full_name=admission.full_name,

@@ -17,14 +17,15 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from ..core import Agent, AgentRuntime
 from ..errors import DuplicateError, ErrorCode, SubagentError, SubagentsError
 from ..ids import SessionId
 from ..messages import JsonObject
 from ..models import Model
-from ..sessions import SubagentCatalog
-from ._budgets import BudgetBook
+from ..sessions import SubagentCatalog, SubagentDescriptor
+from ._budgets import BudgetBook, with_budget
 from ._catalog import catalog_entries
 from ._definitions import AgentDefinition
 from ._lifecycle import (
@@ -87,6 +88,8 @@ class Admission:
     """The schema its caller asked it to answer with (beats its definition's)."""
     requested_cwd: str | None = None
     """The cwd as its caller spelled it (None: the parent's), for a refusal's message."""
+    call_id: str | None = None
+    """The parent's tool call that started it (None: not started by a delegation tool)."""
 
 
 def output_schema(admission: Admission) -> JsonObject | None:
@@ -96,6 +99,33 @@ def output_schema(admission: Admission) -> JsonObject | None:
     profile = admission.profile
     definition = profile.definition if profile is not None else None
     return definition.output_schema if definition is not None else None
+
+
+def descriptor_for(
+    admission: Admission, mode: Literal["one-shot", "continuable"] = "continuable"
+) -> SubagentDescriptor:
+    """A child's descriptor, with the scope, schema, model and budget a resume must restore."""
+    profile = admission.profile
+    tool_filter = profile.tool_filter if profile is not None else None
+    definition = profile.definition if profile is not None else None
+    budget = profile.budget if profile is not None else None
+    descriptor = SubagentDescriptor(
+        mode=mode,
+        provider=admission.provider.name,
+        label=admission.label,
+        definition=definition.name if definition is not None else None,
+        instructions=definition.body if definition is not None else None,
+        tools_allow=(
+            tuple(sorted(tool_filter.allow))
+            if tool_filter is not None and tool_filter.allow is not None
+            else None
+        ),
+        tools_deny=tuple(sorted(tool_filter.deny)) if tool_filter is not None else (),
+        depth_cap=profile.depth_cap if profile is not None else None,
+        output_schema=output_schema(admission),
+        agent_model=admission.model_spec,
+    )
+    return with_budget(descriptor, budget)
 
 
 def _own_model(definition: AgentDefinition | None) -> str | None:
@@ -454,6 +484,7 @@ class SubagentService:
                         provider=admission.provider.name,
                         label=admission.label,
                         created_at=self.runtime.clock.now(),
+                        call_id=admission.call_id,
                     )
                 )
                 book.commit(admission.name)
@@ -480,6 +511,7 @@ class SubagentService:
                     output_schema=output_schema(admission),
                     budget=admission.profile.budget if admission.profile is not None else None,
                     model_spec=admission.model_spec,
+                    descriptor=descriptor_for(admission, mode="one-shot"),
                     establish=establish,
                 )
             )

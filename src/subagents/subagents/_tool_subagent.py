@@ -7,6 +7,7 @@ caller's), its depth cap; `context: fork` routes to the fork provider.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -14,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..core import Agent
 from ..errors import ErrorCode, SubagentError, ToolError
 from ..messages import JsonObject
+from ..sessions._repair import KnownOutcome
 from ..tools import ToolContext, ToolResult, ToolSpec
-from ._results import failure_headline
+from ._results import CANCELLED_TEXT, NO_OUTPUT_TEXT, SubagentResult, failure_headline
 from ._scope import pick_definition
 from ._service import Admission, SubagentService
 from ._structured import render_result
@@ -143,6 +145,9 @@ def subagent_tool(
             max_depth=config.max_depth,
             definition=definition,
         )
+        # The call that waits for (or collects) the child, recorded with it: after a crash the
+        # child's answer finds its way back to this call.
+        admission = dataclasses.replace(admission, call_id=ctx.call_id)
         if background and config.background_mode == "continuable" and continuable is not None:
             try:
                 admission = await service.check_cwd(admission)
@@ -183,6 +188,7 @@ def subagent_tool(
         handler=handler,
         parallel_safe=True,
         checkpoint=False,  # every effect is a write to our own, ordered log
+        aborted_text=f"Error: {CANCELLED_TEXT}",  # a cancelled call cancels its child's run
     )
 
 
@@ -222,14 +228,38 @@ async def _run_foreground(service: SubagentService, admission: Admission) -> str
     finally:
         await run.dispose()
     if result.stop_reason == "completed":
-        return render_result(result)
+        rendered = render_result(result)
+        if not rendered.strip():  # never a silently empty answer
+            raise ToolError(NO_OUTPUT_TEXT, code=ErrorCode.TOOL_FAILED, child=run.name)
+        return rendered
+    text, code = _failure(result)
+    raise ToolError(text, code=code, child=run.name)
+
+
+def foreground_outcome(result: SubagentResult) -> KnownOutcome:
+    """The result a foreground `subagent` call records for its child's `result`.
+
+    The same text a live call returns, for a call a crash cut off whose child ran again.
+    """
+    if result.stop_reason == "completed":
+        rendered = render_result(result)
+        if not rendered.strip():
+            return KnownOutcome(
+                f"Error: {NO_OUTPUT_TEXT}", is_error=True, code=str(ErrorCode.TOOL_FAILED)
+            )
+        return KnownOutcome(rendered)
+    text, code = _failure(result)
+    return KnownOutcome(f"Error: {text}", is_error=True, code=str(code))
+
+
+def _failure(result: SubagentResult) -> tuple[str, ErrorCode]:
     text = failure_headline(result.stop_reason)
     if result.diagnostic:
         text += f"\nDiagnostic: {result.diagnostic}"
     if result.output:
         text += f"\nPartial output before the run ended:\n{result.output}"
     code = ErrorCode.BUDGET_EXHAUSTED if result.stop_reason == "budget" else ErrorCode.TOOL_FAILED
-    raise ToolError(text, code=code, child=run.name)
+    return text, code
 
 
 def _start_background(service: SubagentService, tasks: TaskRegistry, admission: Admission) -> str:
