@@ -1,1 +1,1 @@
-"""Benchmarks of BENCHMARKS.md: `python -m bench` (see bench/README.md). Never run by pytest."""
+"""Benchmarks (docs/benchmarks.md): `python -m bench` (see bench/README.md). Never run by pytest."""

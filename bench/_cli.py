@@ -32,7 +32,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m bench",
         description=(
             "Benchmark subagents (durable SQLite store, scripted model) against bare asyncio "
-            "and, with --peers, the peer frameworks of BENCHMARKS.md."
+            "and, with --peers, the peer frameworks of docs/benchmarks.md."
         ),
     )
     parser.add_argument(
@@ -317,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     method = (
         f"{runs} run(s) per row, each in a fresh process after one small warm-up; "
-        "median, min, max" + ("; --quick sizes, not comparable with BENCHMARKS.md" if quick else "")
+        "median, min, max" + ("; --quick sizes, not comparable with full size" if quick else "")
     )
     if args.json:
         meta: dict[str, Any] = {

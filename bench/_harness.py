@@ -56,7 +56,7 @@ Shape = Literal["sequential", "runs", "fanout"]
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """One scenario of BENCHMARKS.md and the sizes it runs at."""
+    """One scenario of docs/benchmarks.md and the sizes it runs at."""
 
     name: str
     shape: Shape
@@ -114,7 +114,7 @@ class Expected:
 
 
 def expected_for(spec: RunSpec) -> Expected:
-    """The exact counts BENCHMARKS.md states for a scenario at `spec.size`."""
+    """The exact counts docs/benchmarks.md states for a scenario at `spec.size`."""
     n = spec.size
     match spec.shape:
         case "sequential":

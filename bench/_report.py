@@ -22,7 +22,7 @@ UNITS = {
 
 
 def metric(scenario: str, wall_s: float, size: int) -> float:
-    """The number BENCHMARKS.md reports: per delegation or per run for S1/S1b, else wall."""
+    """The number docs/benchmarks.md reports: per delegation or per run for S1/S1b, else wall."""
     if scenario in ("S1", "S1b"):
         return wall_s / size * 1e6
     return wall_s * 1e3

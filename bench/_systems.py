@@ -2,7 +2,7 @@
 
 `subagents` and bare asyncio run in this interpreter's environment. Each peer framework runs
 in its own virtual environment under `bench/.venvs/NAME` (git-ignored), created on demand with
-exactly the versions BENCHMARKS.md names and reused while its requirements are unchanged.
+exactly the versions docs/benchmarks.md names and reused while its requirements are unchanged.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from ._harness import (
 TENANT = "default"
 CALL = ScriptedCall("subagent", {"description": TOOL_DESCRIPTION, "prompt": CHILD_PROMPT})
 # Background delegation is not used, but the benchmarks raise the per-owner cap anyway
-# (DESIGN.md 4.3) so that no limit of the runtime shapes the numbers.
+# (docs/design.md §7.5) so that no limit of the runtime shapes the numbers.
 DELEGATION = DelegationOptions(task_capacity=100_000)
 
 

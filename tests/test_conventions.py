@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import pickle
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from subagents.sessions._events import EVENT_KINDS
 
 SRC = Path(subagents.__file__).parent
 
-# Imports only go downward (STYLE.md point 1). Same-layer imports are allowed only within one
+# Imports only go downward (docs/design.md §3). Same-layer imports are allowed only within one
 # subpackage, except at the bottom layer.
 LAYERS = {
     "errors": 0,
@@ -24,6 +26,7 @@ LAYERS = {
     "messages": 0,
     "_clock": 0,
     "_tasks": 0,
+    "_yaml": 0,
     "sessions": 1,
     "policy": 1,
     "models": 2,
@@ -145,3 +148,101 @@ def test_event_kinds_are_unique_slash_names() -> None:
     kinds = list(EVENT_KINDS)
     assert len(kinds) == len(set(kinds))
     assert all("/" in kind for kind in kinds)
+
+
+# -- documentation pointers -------------------------------------------------------------------
+
+ROOT = SRC.parent.parent
+DESIGN_DOC = ROOT / "docs" / "design.md"
+# What users of the project have: these trees and files. Pointers must stay inside them.
+POINTER_SCOPE = (
+    "src",
+    "tests",
+    "bench",
+    "docs",
+    "examples",
+    "README.md",
+    "Makefile",
+    "pyproject.toml",
+)
+SKIPPED_DIRS = frozenset({"__pycache__", "node_modules"})
+# Files that exist only beside the repository, never in it. Spelled from parts so that this
+# test does not find itself.
+FOREIGN_POINTERS = re.compile(
+    "|".join(
+        [
+            re.escape(".." + "/shared"),
+            re.escape("DESIGN" + ".md"),
+            re.escape("BENCHMARKS" + ".md"),
+            re.escape("STYLE" + ".md"),
+            "spec" + r"/[\w.-]+\.md",
+        ]
+    )
+)
+SECTION_SIGN = "\N{SECTION SIGN}"
+SECTION_REF = re.compile(SECTION_SIGN + r"(\d+(?:\.\d+)?)")
+HEADING = re.compile(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", re.MULTILINE)
+
+
+def _pointer_files() -> list[Path]:
+    """Every text file in `POINTER_SCOPE`, not descending into venvs, caches or hidden dirs."""
+    found: list[Path] = []
+    for name in POINTER_SCOPE:
+        top = ROOT / name
+        paths = [top] if top.is_file() else []
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
+            paths += [Path(folder, n) for n in sorted(names)]
+        # Text only: a store file or an image holds no pointer a reader would follow.
+        found += [path for path in paths if b"\0" not in path.read_bytes()]
+    return found
+
+
+def _foreign_pointers(text: str) -> list[str]:
+    return [match.group(0) for match in FOREIGN_POINTERS.finditer(text)]
+
+
+def test_foreign_pointer_pattern_finds_what_it_should() -> None:
+    """The scan below can fail: each foreign spelling is caught, the repository's own are not."""
+    hits = _foreign_pointers(
+        "see ../" + "shared/x, DESIGN" + ".md 4.2, BENCHMARKS" + ".md, STYLE" + ".md 14, "
+        "spec" + "/core.md 1.6 and spec" + "/workflow-sandbox.md"
+    )
+    assert len(hits) == 6, hits
+    assert _foreign_pointers("docs/design.md §4.2, docs/benchmarks.md, docs/sandbox.md") == []
+
+
+def test_no_pointer_to_files_users_do_not_have() -> None:
+    files = _pointer_files()
+    assert DESIGN_DOC in files
+    assert ROOT / "README.md" in files
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}: {hit}"
+        for path in files
+        for number, line in enumerate(path.read_text("utf-8", "replace").splitlines(), 1)
+        for hit in _foreign_pointers(line)
+    ]
+    assert offenders == [], "point at docs/ instead:\n" + "\n".join(offenders)
+
+
+def test_every_design_section_cited_exists() -> None:
+    """`docs/design.md §N` in code and docs names a numbered section that is really there."""
+    sections = set(HEADING.findall(DESIGN_DOC.read_text("utf-8")))
+    assert {"1", "3", "4.2", "12"} <= sections
+    citing = [
+        path
+        for path in _pointer_files()
+        if path == DESIGN_DOC
+        or (
+            path.parent != DESIGN_DOC.parent
+            and "docs/design.md" in path.read_text("utf-8", "replace")
+        )
+    ]
+    assert len(citing) > 20
+    missing = [
+        f"{path.relative_to(ROOT)}: {SECTION_SIGN}{ref}"
+        for path in citing
+        for ref in SECTION_REF.findall(path.read_text("utf-8", "replace"))
+        if ref not in sections
+    ]
+    assert missing == [], "no such section in docs/design.md:\n" + "\n".join(missing)

@@ -1,6 +1,6 @@
 """Conformance tests for the agent loop: inbox, turns and steps, endings, request headers,
-derived transcripts and parallel tool dispatch (spec/core.md 1.3-1.5, 1.7, 4.7; section 8
-behaviours 1-9, 12, 20-22, 24, 27, 28, 47).
+derived transcripts and parallel tool dispatch (docs/design.md
+§5.1-§5.3).
 
 Everything is driven through public behaviour (`followup`, `steer`, `inject`, `send`) and
 checked on the event log. Waiting is on conditions: `when_idle()`, asyncio events set by tool

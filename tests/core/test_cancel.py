@@ -1,5 +1,4 @@
-"""Conformance tests for cancellation and disposal (spec/core.md 1.6; section 8 behaviours
-13-19; STYLE.md 17-18).
+"""Conformance tests for cancellation and disposal (docs/design.md §5.4).
 
 A model call is held open in two ways. `GatedClock` blocks the scripted model's `sleep:` until
 the test opens the gate: that holds a call *before* anything streamed. To hold a call *after*
@@ -306,7 +305,7 @@ async def test_keep_inbox_cancel_runs_pending_next_turn_work_after_convergence(
         await agent.inject("C")
         await agent.cancel("user", keep_inbox=True)
         await agent.when_idle()
-        # Our chosen rule (spec/core.md 1.6): pending next-turn work runs once the aborted
+        # Our chosen rule (docs/design.md §5.4): pending next-turn work runs once the aborted
         # turn has closed; the pending next-step context enters that turn first.
         assert entered(agent) == [(1, "A"), (2, "C"), (2, "B")]
         assert [e.reason for e in events(agent, TurnEnd)] == ["aborted", "completed"]

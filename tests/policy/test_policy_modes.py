@@ -1,4 +1,4 @@
-"""Sandbox modes and policy resolution (spec/workflow-sandbox.md 6.1, 6.2; section 8, 70-73)."""
+"""Sandbox modes and policy resolution (docs/design.md §10; docs/sandbox.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Helpers shared by the continuable-child and control-tool conformance tests.
 
-Scenarios are scripted per agent full name (DESIGN.md 4.2). Nothing waits on time: a test waits
-on a log record, on an agent going idle, on the runtime being quiescent, or on a lifecycle
+Scenarios are scripted per agent full name (docs/design.md §6.2). Nothing waits on time: a test
+waits on a log record, on an agent going idle, on the runtime being quiescent, or on a lifecycle
 event counted by `Settlements`.
 """
 

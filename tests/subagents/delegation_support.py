@@ -1,6 +1,6 @@
 """Helpers shared by the delegation conformance tests (tests/subagents).
 
-Scenarios are scripted per agent full name (DESIGN.md 4.2). A child is held at a known point
+Scenarios are scripted per agent full name (docs/design.md §6.2). A child is held at a known point
 with the `hold` tool of `Gates`: the tool waits until the test releases its label, so nothing
 depends on timing. `GatedClock` holds scripted `sleep:` answers and task-wait timers until the
 test opens them.

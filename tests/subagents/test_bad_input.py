@@ -1,5 +1,5 @@
-"""Bad input to `subagent`, `subagent_fork` and the task tools (spec/subagents.md 3 "General
-rules", 3.1, 3.5, 4.3; STYLE.md 14).
+"""Bad input to `subagent`, `subagent_fork` and the task tools (docs/design.md
+§7.2 and §7.5; bad input changes nothing, §1).
 
 Every mistake comes back to the model as an `Error: ...` tool result with a stable code, the
 turn goes on, and nothing is started: no session, no catalog entry, no task, no lifecycle event.

@@ -1,5 +1,5 @@
 """Bad input to the control tools: `send_message`, `interrupt_agent`, `list_agents` and `report`
-(spec/subagents.md 3.2-3.4, 3.7, 4.7; DESIGN.md 4.3 agent references; STYLE.md 14).
+(docs/design.md §7.7; agent references, §7.6; bad input changes nothing, §1).
 
 Every mistake comes back to the model as an `Error: ...` result it can act on, with a stable
 code; nothing is delivered and nothing is written: the caller's log gains only its own turn

@@ -1,5 +1,5 @@
-"""Conformance tests for the delegation lifecycle events (spec/subagents.md 6.1; section 9
-items 5-7): `SubagentStarted` / `SubagentEnded` pairs and listener containment.
+"""Conformance tests for the delegation lifecycle events (docs/design.md
+§5.6 and §7.2): `SubagentStarted` / `SubagentEnded` pairs and listener containment.
 """
 
 from __future__ import annotations

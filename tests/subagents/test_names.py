@@ -1,4 +1,4 @@
-"""Conformance tests for child names (spec/subagents.md section 4, note N0; section 9.11).
+"""Conformance tests for child names (docs/design.md §7.6).
 
 Names are model-facing references recorded only in the creator's catalog; the session id stays
 the only identity. These tests drive the `subagent` tool and read the catalogs back.

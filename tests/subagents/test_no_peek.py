@@ -1,5 +1,5 @@
-"""Conformance tests for `read_transcript` and its no-peek guard (spec/subagents.md 7.5; section 9
-item 118; section 7.7 row "no-peek guard").
+"""Conformance tests for `read_transcript` and its no-peek guard (docs/design.md
+§7.7).
 
 A parent reads a descendant's transcript only after the descendant settled: while a continuable
 child runs or waits, while a one-shot background task is not terminal, or while a foreground

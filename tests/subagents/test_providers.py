@@ -1,5 +1,5 @@
-"""Conformance tests for the provider registry and the tool that mirrors it (spec/subagents.md
-2.1, 2.2 "Validation order", 3.1 "Mount-time validation"; section 9 items 1-2, 4, 8, 40-41).
+"""Conformance tests for the provider registry and the tool that mirrors it (docs/design.md
+§7.1 and §7.2: providers, and the validation order of a start).
 """
 
 from __future__ import annotations

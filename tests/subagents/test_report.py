@@ -1,6 +1,5 @@
-"""Conformance tests for `report` (spec/subagents.md 2.7, 3.7; section 9 items 78-79; section 8
-rows L7 and L20: a report or a settlement notice to a parent that is not loaded waits, durably,
-in the parent's log until it is resumed).
+"""Conformance tests for `report` (docs/design.md §7.4, §7.7): a report or a settlement notice
+to a parent that is not loaded waits, durably, in the parent's log until it is resumed.
 """
 
 from __future__ import annotations

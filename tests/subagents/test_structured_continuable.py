@@ -1,5 +1,5 @@
-"""Structured output of continuable (background, resumable) children (spec/subagents.md 3.6,
-9.3 items 23, 24 and 27, applied to each activation; 2.12 settlement notices).
+"""Structured output of continuable (background, resumable) children (docs/design.md
+§7.8, applied to each activation; settlement notices, §7.4).
 
 Every activation of a child started from a definition with an `output_schema` must end with
 its own valid `structured_output` call; its settlement notice then carries the value as

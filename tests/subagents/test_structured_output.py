@@ -1,4 +1,4 @@
-"""Structured output (spec/subagents.md 3.6 and 9.3 items 23-25, 27).
+"""Structured output (docs/design.md §7.8).
 
 A child started from a definition with an `output_schema` answers through its private
 `structured_output` tool; the parent receives the value as `structured`, rendered as JSON.

@@ -1,6 +1,5 @@
-"""Conformance tests for background subagent tasks and the task tools (spec/subagents.md 2.13,
-2.14, 3.1 "One-shot background route", 3.5, 5.1; section 9 items 28, 37-39 and 98-106; the
-task_* names of DESIGN.md 4.3).
+"""Conformance tests for background subagent tasks and the task tools (docs/design.md
+§7.5).
 
 Children are held with the `hold` tool until the test releases them; waits use the runtime
 clock (a `FakeClock` jumps, a `GatedClock` never fires unless opened).

@@ -1,5 +1,5 @@
-"""Conformance tests for the team task board (DESIGN.md 4.3 "Team tasks", note N0; spec/subagents.md
-5.2 as adapted: statuses pending / in_progress / completed, `team/*` events in the root's log).
+"""Conformance tests for the team task board (docs/design.md §7.9:
+statuses pending / in_progress / completed, `team/*` events in the root's log).
 
 Results name owners by full name; storage keeps session ids. A claim is atomic: of two claimers
 exactly one wins. Blockers must be completed before a claim; only the owner updates a task.

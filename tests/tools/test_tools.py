@@ -1,4 +1,4 @@
-"""Conformance tests for the tools layer (spec/core.md 4.1-4.7, behaviours 41-45 and 49).
+"""Conformance tests for the tools layer (docs/design.md §5.3).
 
 The pipeline is driven through `execute_tool` with a small context object (the loop provides
 the real one); registry scoping is checked through `ToolRegistry` / `ToolScope` and, where the

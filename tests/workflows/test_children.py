@@ -1,5 +1,5 @@
-"""Children of a workflow, started through the real subagent service (spec/workflow-sandbox.md
-3.4-3.7; section 8 items 44-55 end to end): labels, names, structured output, model overrides,
+"""Children of a workflow, started through the real subagent service (docs/design.md
+§9, end to end): labels, names, structured output, model overrides,
 caller delivery, cancellation.
 """
 

@@ -1,5 +1,5 @@
-"""Escapes from a workflow script (issue 6 item 5; spec/workflow-sandbox.md 7.3, section 8
-items 76-77), through the whole stack: `subagents.Runtime`, its workflow engine, a real guest
+"""Escapes from a workflow script (issue 6 item 5; docs/sandbox.md),
+through the whole stack: `subagents.Runtime`, its workflow engine, a real guest
 process and the real sandbox, on each backend this machine can use.
 
 Every script first gets out of the curated builtins (through `object.__subclasses__()` to the

@@ -1,5 +1,5 @@
-"""The host bindings, driven directly (spec/workflow-sandbox.md 3.2-3.8; section 8 items 23,
-24, 28-43, 45, 46, 48-54 and the [R] host-side choices).
+"""The host bindings, driven directly (docs/design.md §9: the
+guest is hostile, and the host enforces the caps too).
 
 No guest process here: the tests call the bindings as the guest would, with the hostile inputs
 of note N0, and a starter whose children they control.

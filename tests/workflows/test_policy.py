@@ -1,5 +1,5 @@
-"""Directory selection and the file policy of a run (spec/workflow-sandbox.md 5.1, 6.4, 7.3;
-section 8 items 63-69, 76, 77), with real, confined guest processes.
+"""Directory selection and the file policy of a run (docs/design.md §9;
+docs/sandbox.md), with real, confined guest processes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The guest protocol as hostile input (spec/workflow-sandbox.md 7.3 "control channel"; 4):
+"""The guest protocol as hostile input (docs/design.md §9):
 frame parsing, and real processes that break the protocol in each way.
 """
 

@@ -1,4 +1,4 @@
-"""The `workflow` tool's durable session records (spec/workflow-sandbox.md 1.6).
+"""The `workflow` tool's durable session records (docs/design.md §9).
 
 A scripted lead calls the tool (real guest processes, scripted children); its own log gets
 `tool-workflow/run-start`, a start/end pair per member and `tool-workflow/run-end`, and

@@ -1,6 +1,5 @@
-"""Run outcomes, settlement and events with a scripted runtime (note N0's "workflow runtime
-outcomes" and "host callback validation"; spec/workflow-sandbox.md 2.2-2.4, 3.7, 3.8, 4; section
-8 items 16-28, 42-46, 51-53, 56-62).
+"""Run outcomes, settlement and events with a scripted runtime (docs/design.md §9:
+outcomes, the settlement order and host callback validation).
 
 The runtime here is note N0's `ControlledRuntime`: it plays the guest against the real host
 bindings, so each case can send exactly the hostile or odd input it is about. Children start

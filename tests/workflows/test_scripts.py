@@ -1,5 +1,5 @@
-"""The script's world, run in a real guest process (spec/workflow-sandbox.md 1.2, 3.9; DESIGN.md
-4.5): the hooks, their misuse texts, caps, the value boundary and the sync-slice limit.
+"""The script's world, run in a real guest process (docs/design.md §9): the
+hooks, their misuse texts, caps, the value boundary and the sync-slice limit.
 
 Children are real one-shot subagents of the lead, answering from the scripted model.
 """

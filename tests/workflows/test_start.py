@@ -1,5 +1,5 @@
-"""`WorkflowEngine.start`: synchronous validation before any run exists (spec/workflow-sandbox.md
-2.1, 5.3; section 8 items 1-15)."""
+"""`WorkflowEngine.start`: synchronous validation before any run exists (docs/design.md
+§9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `workflow` tool as a model uses it (spec/workflow-sandbox.md 1.2-1.4; issue 6 "bad
+"""The `workflow` tool as a model uses it (docs/design.md §9; issue 6 "bad
 input"): success text and truncation, the spec's error texts, and no process left behind.
 
 A scripted lead calls the tool; its children answer from the scripted model.
@@ -353,7 +353,7 @@ def test_a_run_that_did_not_complete_gets_the_spec_texts(
 
 
 async def test_the_example_in_the_description_runs_as_written() -> None:
-    """The contract's example is a working script (DESIGN.md 4.5), not just prose."""
+    """The contract's example is a working script (docs/design.md §9), not just prose."""
     async with open_tool(lead_script({})) as (runtime, _, _):
         spec = runtime.tools.get("workflow")
     assert spec is not None

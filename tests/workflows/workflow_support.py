@@ -1,6 +1,6 @@
 """Helpers shared by the workflow tests (tests/workflows).
 
-Workflows run against the real subagent runtime with a scripted model (DESIGN.md 4.2) and a
+Workflows run against the real subagent runtime with a scripted model (docs/design.md §6.2) and a
 real guest process per run. A child is held at a known point with the `hold` tool of `Gates`;
 the guest process is watched through `workflow/process` events and /proc, never by timing.
 """

@@ -1,4 +1,4 @@
-"""Each file tool enforces the caller's sandbox mode itself (spec/workflow-sandbox.md 6.1).
+"""Each file tool enforces the caller's sandbox mode itself (docs/design.md §10).
 
 read-only refuses every write; workspace-write refuses writes outside the workspace, however
 the path gets there (absolute, `..`, a symlink inside the workspace); reads of $HOME, the store

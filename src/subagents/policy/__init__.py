@@ -1,4 +1,4 @@
-"""Sandbox policy: modes, their resolution, and confined process launch (DESIGN.md 4.6).
+"""Sandbox policy: modes, their resolution, and confined process launch (docs/sandbox.md).
 
 Under `read-only` and `workspace-write` a run is confined by bubblewrap, or by Landlock where
 bubblewrap cannot run, and sees only the system directories (less the /etc entries strangers

@@ -1,4 +1,4 @@
-"""Sandbox modes and policy resolution (spec/workflow-sandbox.md 6.1, 6.2).
+"""Sandbox modes and policy resolution (docs/design.md §10).
 
 A mode names file effects only: `read-only` (no writes but the null device), `workspace-write`
 (writes under the workspace root and a private temp area), `danger-full-access` (no file

@@ -1,7 +1,7 @@
 """`read_transcript`: a settled descendant's transcript, behind the no-peek guard.
 
 A parent may read what a child below it did, but only once the child has settled
-(spec/subagents.md 7.5): while a continuable child's activation is running or waiting, while a
+(docs/design.md §7.7): while a continuable child's activation is running or waiting, while a
 one-shot background task is not terminal, or while a foreground child is still running, the
 read fails with `cannot peek at in-flight task <id> (status=<status>); await settlement`
 (`IN_FLIGHT`) and returns nothing of the child's log. Results reach a parent through the

@@ -52,7 +52,7 @@ __all__ = ["WorkflowEngine", "WorkflowOptions", "WorkflowRequest", "WorkflowRun"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkflowOptions:
-    """How an engine runs workflows (DESIGN.md 4.3, 4.5)."""
+    """How an engine runs workflows (docs/design.md §9)."""
 
     provider: str = "spawn"
     """The subagent provider of every child (a run may pick another)."""

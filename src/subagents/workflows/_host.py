@@ -1,4 +1,4 @@
-"""The host bindings of one run (spec/workflow-sandbox.md 3.2-3.8).
+"""The host bindings of one run (docs/design.md §9).
 
 Five async bindings serve the guest: `begin`, `startChild`, `childResult`, `disposeChild` and
 `progress`. Each validates its argument in the spec's order with the spec's messages (the

@@ -242,7 +242,7 @@ def mount_workflow_tool(
 
     Call it inside the runtime (after `__aenter__` registered the providers) and close the
     returned engine with the runtime (`await engine.aclose()`), which disposes live runs.
-    `options` defaults to DESIGN.md 4.3 (16 children at once, 200 in all) with the runtime's
+    `options` defaults to docs/design.md §9 (16 children at once, 200 in all) with the runtime's
     delegation depth; `policy_for` resolves a parent's file policy (default: the runtime's
     `sandbox_policy`, which also hides its store); `clock` measures each run's
     wall-clock limit (default: real time).
