@@ -33,6 +33,7 @@ from pathlib import Path
 
 from subagents.messages import JsonObject, ToolCallBlock
 from subagents.policy import SandboxPolicy, canonical_root
+from subagents.testing import ToolCallContext
 from subagents.tools import ToolContext, ToolRegistry, ToolScope, execute_tool
 from subagents.workspace import workspace_tools
 
@@ -41,18 +42,6 @@ BATCH = 100
 _SYS_RENAMEAT2 = 316  # x86_64
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
-
-
-class _Ctx:
-    def __init__(self, tool_name: str) -> None:
-        self.call_id = "call-1"
-        self.tool_name = tool_name
-        self.agent_id = "agent-id"
-        self.agent_name = "lead"
-        self.concluded = [False]
-
-    def conclude_turn(self) -> None:
-        self.concluded[0] = True
 
 
 Exchange = Callable[[bytes, bytes], int]
@@ -141,7 +130,7 @@ async def _attack(scope: ToolScope, rounds: int) -> tuple[int, list[str]]:
     outputs: list[str] = []
 
     async def call(name: str, args: JsonObject) -> None:
-        ctx = _Ctx(name)
+        ctx = ToolCallContext(name)
         block = ToolCallBlock(id="call-1", name=name, arguments=json.dumps(args))
         outcome = await execute_tool(scope, block, ctx, concluded=ctx.concluded)
         outputs.append(outcome.content)

@@ -24,6 +24,7 @@ __all__ = [
     "ScriptedCall",
     "ScriptedModel",
     "ScriptedResponse",
+    "ToolCallContext",
 ]
 
 
@@ -42,3 +43,27 @@ class RecordingModel(ScriptedModel):
     def requests_of(self, agent_name: str) -> list[ModelRequest]:
         """The requests one agent (by full name) made, in order."""
         return [r for r in self.requests if r.agent_name == agent_name]
+
+
+class ToolCallContext:
+    """A `ToolContext` for calling a tool's handler directly (the agent loop makes the real one).
+
+    `concluded[0]` records whether the handler called `conclude_turn()`.
+    """
+
+    def __init__(
+        self,
+        tool_name: str = "t",
+        *,
+        call_id: str = "call-1",
+        agent_id: str = "agent-id",
+        agent_name: str = "lead",
+    ) -> None:
+        self.call_id = call_id
+        self.tool_name = tool_name
+        self.agent_id = agent_id
+        self.agent_name = agent_name
+        self.concluded = [False]
+
+    def conclude_turn(self) -> None:
+        self.concluded[0] = True

@@ -160,13 +160,18 @@ def root_of(lines: list[dict[str, object]]) -> str:
     return str(lines[0]["root"])
 
 
+def killed_at(tree: Tree, point: str, *options: str) -> str:
+    """Run the tree until SIGKILL right after `point` (NAME:KIND); the root session's id."""
+    code, lines = tree.child(*options, "--kill", point)
+    assert code == -signal.SIGKILL, lines
+    return root_of(lines)
+
+
 async def test_a_foreground_child_cut_mid_turn_runs_again_and_its_parent_gets_the_answer(
     tmp_path: Path,
 ) -> None:
     tree = make_tree(tmp_path, FOREGROUND)
-    code, lines = tree.child("--kill", "worker:tool/call")
-    assert code == -signal.SIGKILL, lines
-    root = root_of(lines)
+    root = killed_at(tree, "worker:tool/call")
     before = await logs(tree, root)
     assert has_open_turn(before["lead"][1])
     assert has_open_turn(before["worker"][1])
@@ -198,9 +203,7 @@ async def test_a_turn_that_crashes_every_time_ends_error_after_the_bounded_re_ru
     tmp_path: Path,
 ) -> None:
     tree = make_tree(tmp_path, ALWAYS_CRASHES)
-    code, lines = tree.child("--kill", "worker:tool/call")
-    assert code == -signal.SIGKILL
-    root = root_of(lines)
+    root = killed_at(tree, "worker:tool/call")
     for _ in range(DEFAULT_CRASH_RETRIES):  # every re-run dies the same way
         code, _ = tree.child("--resume", root, "--kill", "worker:tool/call")
         assert code == -signal.SIGKILL
@@ -225,9 +228,7 @@ async def test_a_background_task_cut_mid_turn_runs_again_and_its_creator_is_told
     tmp_path: Path,
 ) -> None:
     tree = make_tree(tmp_path, BACKGROUND)
-    code, lines = tree.child("--background-mode", "one-shot", "--kill", "bg:tool/call")
-    assert code == -signal.SIGKILL
-    root = root_of(lines)
+    root = killed_at(tree, "bg:tool/call", "--background-mode", "one-shot")
 
     resumed = tree.cli("resume", root)
     assert resumed.returncode == 0, resumed.stderr
@@ -247,9 +248,7 @@ async def test_an_interrupt_of_the_dead_tree_stops_the_cut_turn_instead_of_re_ru
     tmp_path: Path,
 ) -> None:
     tree = make_tree(tmp_path, FOREGROUND)
-    code, lines = tree.child("--kill", "worker:tool/call")
-    assert code == -signal.SIGKILL
-    root = root_of(lines)
+    root = killed_at(tree, "worker:tool/call")
     stopped = tree.cli("interrupt", root, "lead")
     assert stopped.returncode == 0, stopped.stderr
 
@@ -277,9 +276,7 @@ def before_kill(records: list[EventRecord]) -> list[EventRecord]:
 async def test_a_cut_lead_answers_its_prompt_on_resume(tmp_path: Path, kind: str) -> None:
     """The lead's only turn was cut: `resume` re-runs it and prints the answer."""
     tree = make_tree(tmp_path, FOREGROUND)
-    code, lines = tree.child("--kill", f"lead:{kind}")
-    assert code == -signal.SIGKILL
-    root = root_of(lines)
+    root = killed_at(tree, f"lead:{kind}")
     resumed = tree.cli("resume", root)
     assert (resumed.returncode, resumed.stdout) == (0, "Lead heard back.\n"), resumed.stderr
     after = await logs(tree, root)

@@ -8,24 +8,12 @@ from __future__ import annotations
 
 import pytest
 from delegation_support import make_runtime
+from test_names import TREE_SCRIPT
 
 from subagents.errors import ErrorCode, SubagentError
 from subagents.ids import SessionId
 from subagents.subagents import resolve_name
 from subagents.subagents._catalog import check_name_path, store_readers
-
-TREE_SCRIPT = """
-lead:
-  - calls:
-      - {tool: subagent, args: {name: reviewer, description: Review, prompt: Review app.py}}
-  - text: Reviewed.
-reviewer:
-  - calls:
-      - {tool: subagent, args: {name: checker, description: Check style, prompt: Check style}}
-  - text: Review done.
-reviewer/checker:
-  - text: Style is clean.
-"""
 
 MALFORMED = [
     ("reviewer/", "a slash may only separate two names"),

@@ -17,7 +17,7 @@ from subagents.core import AgentRuntime
 from subagents.errors import DuplicateError, ErrorCode, ToolError, UsageError
 from subagents.messages import JsonObject, JsonValue, ToolCallBlock
 from subagents.sessions import ToolResultEvent
-from subagents.testing import FakeClock, InMemoryEventStore, ScriptedModel
+from subagents.testing import FakeClock, InMemoryEventStore, ScriptedModel, ToolCallContext
 from subagents.tools import (
     ToolContext,
     ToolOutcome,
@@ -32,23 +32,9 @@ from subagents.tools import (
 # -- helpers ---------------------------------------------------------------------------------
 
 
-class Ctx:
-    """A minimal `ToolContext` (the agent loop provides the real one)."""
-
-    def __init__(self, tool_name: str = "t", call_id: str = "call-1") -> None:
-        self.call_id = call_id
-        self.tool_name = tool_name
-        self.agent_id = "agent-id"
-        self.agent_name = "lead"
-        self.concluded = [False]
-
-    def conclude_turn(self) -> None:
-        self.concluded[0] = True
-
-
 async def call(scope: ToolScope, name: str, arguments: str | JsonObject) -> ToolOutcome:
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    ctx = Ctx(name)
+    ctx = ToolCallContext(name)
     return await execute_tool(
         scope, ToolCallBlock(id="call-1", name=name, arguments=raw), ctx, concluded=ctx.concluded
     )

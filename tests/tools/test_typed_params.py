@@ -16,25 +16,12 @@ import pytest
 
 from subagents.errors import ErrorCode
 from subagents.messages import JsonObject, ToolCallBlock
+from subagents.testing import ToolCallContext
 from subagents.tools import ToolOutcome, ToolRegistry, ToolSpec, execute_tool, tool
 
 
-class Ctx:
-    """A minimal `ToolContext` (the agent loop provides the real one)."""
-
-    def __init__(self, tool_name: str) -> None:
-        self.call_id = "call-1"
-        self.tool_name = tool_name
-        self.agent_id = "agent-id"
-        self.agent_name = "lead"
-        self.concluded = [False]
-
-    def conclude_turn(self) -> None:
-        self.concluded[0] = True
-
-
 async def call(spec: ToolSpec, arguments: JsonObject) -> ToolOutcome:
-    ctx = Ctx(spec.name)
+    ctx = ToolCallContext(spec.name)
     block = ToolCallBlock(id="call-1", name=spec.name, arguments=json.dumps(arguments))
     return await execute_tool(ToolRegistry([spec]).scope(), block, ctx, concluded=ctx.concluded)
 

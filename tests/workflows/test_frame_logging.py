@@ -10,19 +10,10 @@ import logging
 from pathlib import Path
 
 import pytest
+from test_protocol import GUEST_PRELUDE
 from workflow_support import guest_processes, open_engine, request, run_to_end
 
 from subagents.workflows import GuestProcessRuntime, WorkflowResult
-
-GUEST_PRELUDE = """
-import json, os, struct, sys
-fd = int(sys.argv[1])
-def frame(obj):
-    data = json.dumps(obj).encode()
-    return struct.pack(">I", len(data)) + data
-def send(raw):
-    os.write(fd, raw)
-"""
 
 
 async def _run(tmp_path: Path, body: str) -> WorkflowResult:

@@ -9,24 +9,11 @@ from pathlib import Path
 
 from subagents.messages import JsonObject, ToolCallBlock
 from subagents.policy import SandboxMode, SandboxPolicy, canonical_root
+from subagents.testing import ToolCallContext
 from subagents.tools import ToolContext, ToolOutcome, ToolRegistry, ToolScope, execute_tool
 from subagents.workspace import workspace_tools
 
 Snapshot = dict[str, tuple[str, bytes | str | None]]
-
-
-class Ctx:
-    """A minimal `ToolContext` (the agent loop provides the real one)."""
-
-    def __init__(self, tool_name: str) -> None:
-        self.call_id = "call-1"
-        self.tool_name = tool_name
-        self.agent_id = "agent-id"
-        self.agent_name = "lead"
-        self.concluded = [False]
-
-    def conclude_turn(self) -> None:
-        self.concluded[0] = True
 
 
 @dataclass
@@ -73,7 +60,7 @@ class Box:
 
     async def call(self, name: str, args: JsonObject | str) -> ToolOutcome:
         raw = args if isinstance(args, str) else json.dumps(args)
-        ctx = Ctx(name)
+        ctx = ToolCallContext(name)
         block = ToolCallBlock(id="call-1", name=name, arguments=raw)
         return await execute_tool(self.scope, block, ctx, concluded=ctx.concluded)
 
