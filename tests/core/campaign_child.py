@@ -14,7 +14,9 @@ acknowledged event) `{"session": ID, "name": FULL_NAME, "seq": N, "kind": KIND}`
 `"accepted": [MESSAGE_ID, ...]` added for an `agent/inbox/spliced` that inserted messages. With
 `--kill-at N` it SIGKILLs itself right after printing the N-th acknowledged event (counting from
 0, over all sessions), with `--kill-on NAME:SEQ` right after printing event SEQ of the agent whose
-full name is NAME; a run that never gets there ends with `{"finished": true}`.
+full name is NAME, with `--kill-settling` at the first `turn/end` of a child after which the rest
+of the tree is idle with nothing pending (its settlement is next, whatever the interleaving); a
+run that never gets there ends with `{"finished": true}`.
 
 The test imports `SCRIPT` and `CHILDREN`. Every agent's script ends in a long tail of plain answers
 (unique texts, so a settlement notice shows which answer it reports), enough for a resumed tree
@@ -110,7 +112,19 @@ def emit(line: dict[str, object]) -> None:
     sys.stdout.flush()
 
 
-def kill_listener(kill_at: int | None, kill_on: tuple[str, int] | None) -> Callable[[object], None]:
+def quiet_but(runtime: Runtime, name: str) -> bool:
+    """Whether every loaded agent but `name` is idle and no loaded agent has pending input."""
+    agents = runtime.agents.values()
+    return all(a.status == "idle" for a in agents if a.name != name) and not any(
+        a.inbox for a in agents
+    )
+
+
+def kill_listener(
+    kill_at: int | None,
+    kill_on: tuple[str, int] | None,
+    settling: Runtime | None = None,
+) -> Callable[[object], None]:
     count = 0
 
     def listener(event: object) -> None:
@@ -127,7 +141,13 @@ def kill_listener(kill_at: int | None, kill_on: tuple[str, int] | None) -> Calla
         if isinstance(record.event, InboxSpliced) and record.event.inserted:
             line["accepted"] = [message.id for message in record.event.inserted]
         emit(line)
-        if count == kill_at or (event.name, record.seq) == kill_on:
+        at_settling = (
+            settling is not None
+            and event.name != "lead"
+            and record.kind == "turn/end"
+            and quiet_but(settling, event.name)
+        )
+        if count == kill_at or (event.name, record.seq) == kill_on or at_settling:
             os.kill(os.getpid(), signal.SIGKILL)
         count += 1
 
@@ -145,7 +165,10 @@ async def main(args: argparse.Namespace) -> None:
         cwd=os.path.dirname(args.store),
         model_spec=f"scripted:{args.script}",
     ) as runtime:
-        runtime.subscribe(kill_listener(args.kill_at, kill_on), types=(SessionEventPosted,))
+        settling = runtime if args.kill_settling else None
+        runtime.subscribe(
+            kill_listener(args.kill_at, kill_on, settling), types=(SessionEventPosted,)
+        )
         lead = await runtime.create_agent()
         emit({"root": lead.id})
         await lead.followup(PROMPT)
@@ -163,6 +186,12 @@ def parse_args() -> argparse.Namespace:
         "--kill-at", type=int, help="SIGKILL once the N-th acknowledged event (from 0) is printed"
     )
     point.add_argument("--kill-on", help="NAME:SEQ: SIGKILL once agent NAME's event SEQ is printed")
+    point.add_argument(
+        "--kill-settling",
+        action="store_true",
+        help="SIGKILL at a child's turn/end when the rest of the tree is idle with nothing "
+        "pending: its settlement notice is about to be written",
+    )
     return parser.parse_args()
 
 

@@ -154,14 +154,20 @@ _STOPPED_BECAUSE = {
     "cut short",
     "refusal": "the model refused to answer (refusal)",
     "aborted": "the turn was stopped before it finished (aborted)",
-    "interrupted": "the turn was cut off by a crash; `subagents resume` runs it again",
+    "interrupted": "the turn was cut off and then stopped (`subagents interrupt`); send a new "
+    "message to continue",
 }
 
 
 def reason_line(result: RunResult) -> str | None:
     """The one stderr line that says why a run did not complete (None when it did)."""
-    if result.ok or result.stop_reason is None:
+    if result.ok:
         return None
+    if result.stop_reason is None:
+        return (
+            "subagents: nothing ran: the session has no finished turn and no pending input; "
+            "give a prompt to continue it"
+        )
     if result.error_code:
         return f"subagents: {result.error_code}: {result.error_message}"
     because = _STOPPED_BECAUSE.get(result.stop_reason, f"the turn ended {result.stop_reason}")
