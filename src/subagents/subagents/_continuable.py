@@ -27,7 +27,6 @@ from ..messages import JsonObject, MessageSource, UserMessage, user_message
 from ..sessions import (
     SessionHeader,
     SubagentCatalog,
-    SubagentDescriptor,
     SubagentSettled,
 )
 from ..sessions._repair import interrupted_turn_closers
@@ -38,6 +37,7 @@ from ._continuable_log import (
     has_pending,
     last_settled,
     notice_text,
+    own_descriptor,
     restored_profile,
     unsettled,
 )
@@ -422,7 +422,7 @@ class ContinuableManager:
             )
         records = await self.runtime.read_log(header.id)
         own = records[header.seed_length :]
-        descriptor = next((r.event for r in own if isinstance(r.event, SubagentDescriptor)), None)
+        descriptor = own_descriptor(own)
         if descriptor is None or descriptor.mode != "continuable":
             raise SubagentError(
                 f'subagent "{header.id}" has no supported continuation state and cannot be '
@@ -471,9 +471,7 @@ class ContinuableManager:
                 continue
             records = await self.runtime.read_log(header.id)
             own = records[header.seed_length :]
-            descriptor = next(
-                (r.event for r in own if isinstance(r.event, SubagentDescriptor)), None
-            )
+            descriptor = own_descriptor(own)
             if descriptor is None or descriptor.mode != "continuable":
                 continue
             if not (interrupted_turn_closers(records) or has_pending(own) or unsettled(own)):

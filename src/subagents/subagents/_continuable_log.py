@@ -22,6 +22,7 @@ __all__ = [
     "has_pending",
     "last_settled",
     "notice_text",
+    "own_descriptor",
     "restored_profile",
     "unsettled",
 ]
@@ -44,12 +45,15 @@ def restored_profile(descriptor: SubagentDescriptor) -> AgentProfile | None:
     )
 
 
+def own_descriptor(records: Sequence[EventRecord]) -> SubagentDescriptor | None:
+    """The first descriptor of a child's own records (after any fork seed), or None."""
+    return next((r.event for r in records if isinstance(r.event, SubagentDescriptor)), None)
+
+
 def descriptor_mode(records: Sequence[EventRecord]) -> str | None:
     """The mode of the first own descriptor of a child's log, or None."""
-    for record in records:
-        if isinstance(record.event, SubagentDescriptor):
-            return record.event.mode
-    return None
+    descriptor = own_descriptor(records)
+    return descriptor.mode if descriptor is not None else None
 
 
 def last_settled(records: Sequence[EventRecord]) -> int:

@@ -42,7 +42,7 @@ from ..sessions import (
 )
 from ..sessions._repair import KnownOutcome, has_open_turn
 from ._catalog import full_name_of
-from ._continuable_log import restored_profile
+from ._continuable_log import own_descriptor, restored_profile
 from ._results import SubagentResult, result_from_log
 from ._service import SubagentService
 from ._structured import StructuredCapture, render_result
@@ -118,7 +118,7 @@ class TreeRecovery:
     ) -> _Cut | None:
         """What to do with one member: re-run it, hand back its answer, close it, or nothing."""
         records = logs[header.id]
-        descriptor = _descriptor(records[header.seed_length :])
+        descriptor = own_descriptor(records[header.seed_length :])
         if descriptor is None or descriptor.mode != "one-shot":
             return None  # continuable members resume through their own activations
         assert header.parent is not None
@@ -202,7 +202,7 @@ class TreeRecovery:
     ) -> SubagentResult:
         result = result_from_log(records)
         if capture is None:
-            descriptor = _descriptor(records)
+            descriptor = own_descriptor(records)
             if descriptor is not None and descriptor.output_schema is not None:
                 capture = StructuredCapture(descriptor.output_schema)
                 capture.restore(records)
@@ -226,10 +226,6 @@ class TreeRecovery:
         else:
             body = f"{opening}\nIt left no output."
         await self.runtime.deliver(creator, user_message(body, source=RECOVERY_SOURCE))
-
-
-def _descriptor(records: Sequence[EventRecord]) -> SubagentDescriptor | None:
-    return next((r.event for r in records if isinstance(r.event, SubagentDescriptor)), None)
 
 
 _REPAIR_CODES = frozenset({str(ErrorCode.TOOL_OUTCOME_UNKNOWN), str(ErrorCode.TOOL_NOT_STARTED)})
