@@ -63,6 +63,8 @@ from subagents.subagents._tree import TreeMember, load_tree
 CHILD = Path(__file__).with_name("campaign_child.py")
 DEFAULT_KILLS = 20
 KILLS = int(os.environ.get("SUBAGENTS_CAMPAIGN_KILLS") or DEFAULT_KILLS)
+SETTLING_ATTEMPTS = 6
+"""Runs tried for a settling-child kill point (a run may interleave past every one)."""
 WATCHDOG_SECONDS = 30.0
 """Only for a process that hangs instead of finishing (a bug): kill it so the test fails."""
 TENANT = "default"
@@ -494,12 +496,6 @@ async def test_bug_resume_leaves_a_grandchilds_notice_unclaimed(tmp_path: Path) 
     assert not violations, "\n".join(violations)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="BUG settlement-lost, open: in about 1 run in 5 the kill lands on alpha/sub's "
-    "turn/end and, after resume, alpha never takes in alpha/sub's notice (or the run reaches "
-    "no settling moment); the other kill points pass",
-)
 async def test_bug_resume_never_redelivers_a_cut_off_settlement(tmp_path: Path) -> None:
     """Killed right after a child ended a turn with the rest of the tree idle and nothing
     pending, before its settlement notice was written (in the designed run: `alpha`'s last
@@ -510,11 +506,26 @@ async def test_bug_resume_never_redelivers_a_cut_off_settlement(tmp_path: Path) 
     ended without its notice in its parent's log is settled again on resume (its notice
     delivered, the parent woken), as `resume_unsettled` promises ("its parent hears how it
     ended").
+
+    Once that was fixed, a second bug showed here in about 1 run in 15 under load, wherever
+    the kill landed: resume reactivated `alpha` before `alpha/sub`, so alpha settled at once
+    and alpha/sub's notice resumed it again while the first activation was still writing its
+    `subagent/settled` marker; the second copy, loaded from the log without it, lost the
+    notice. Resume now holds every member it reactivates until the whole tree is back, and an
+    activation stays registered until its last write (pinned in-process by
+    `test_a_message_during_a_settlement_goes_to_the_next_epoch_of_the_whole_log`).
     """
-    # A seq would depend on how the run interleaves: the child finds the moment itself.
-    files = make_files(tmp_path)
-    outcome = await crash_and_resume(files, ("--kill-settling",))
-    assert not outcome.run.finished, "the run never reached a settling child"
+    # A seq would depend on how the run interleaves: the child finds the moment itself. A
+    # run may never reach one (the lead is still busy when the last child ends its turn:
+    # about 1 run in 10 on a loaded machine); such a run is resumed and checked too, then
+    # the case tries a fresh one.
+    for attempt in range(SETTLING_ATTEMPTS):
+        files = make_files(tmp_path / f"attempt{attempt}")
+        outcome = await crash_and_resume(files, ("--kill-settling",))
+        if not outcome.run.finished:
+            break
+    else:
+        pytest.fail(f"no run of {SETTLING_ATTEMPTS} reached a settling child")
     for member in outcome.killed:
         assert not interrupted_turn_closers(member.records), member.row.name
     # Input may already wait for the settling child (its next turn can begin before the

@@ -7,6 +7,7 @@ until the test releases it; every wait is on a log record, an idle agent or quie
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from continuable_support import (
@@ -27,11 +28,12 @@ from delegation_support import (
     replies,
 )
 
-from subagents.core import replay_inbox
+from subagents.core import SessionEventPosted, replay_inbox
 from subagents.ids import SessionId
 from subagents.messages import MessageSource, UserMessage
 from subagents.sessions import (
     AssistantMessageEvent,
+    InboxSpliced,
     RequestHeader,
     SqliteEventStore,
     SubagentDescriptor,
@@ -373,3 +375,70 @@ async def test_notices_climb_a_stored_tree_nobody_has_loaded(tmp_path: Path) -> 
             ("subagent-settled", finished("reviewer", "The checker passed again."))
         ]
     model.assert_complete()
+
+
+SETTLING_RUN = f"""
+lead:
+  - calls:
+      - {background("helper", "Help out", "Gather the facts")}
+  - text: Started.
+  - text: Heard the helper.
+  - text: Heard the helper again.
+helper:
+  - text: facts 1
+  - text: facts 2
+"""
+
+
+async def test_a_message_during_a_settlement_goes_to_the_next_epoch_of_the_whole_log(
+    tmp_path: Path,
+) -> None:
+    """A message for a child whose settlement notice is being delivered waits until that
+    activation is released, then resumes it from its finished log.
+
+    The activation stays registered until its last write (the `subagent/settled` marker after
+    the notice): a resume in between would load a second copy of the session from a log
+    missing that marker, and its writes would collide with it (seen after crash resume: a
+    parent's next epoch lost the notice of a grandchild).
+    """
+    rt, model = make_runtime(SETTLING_RUN, store=SqliteEventStore(tmp_path / "state.db"))
+    async with rt, asyncio.TaskGroup() as senders:
+        lifecycle = Lifecycle(rt)
+        registered: list[bool] = []
+        sent: list[asyncio.Task[tuple[object, UserMessage]]] = []
+
+        def on_posted(event: object) -> None:
+            assert isinstance(event, SessionEventPosted)
+            spliced = event.record.event
+            if event.name != "lead" or not isinstance(spliced, InboxSpliced) or sent:
+                return
+            if any(m.source.kind == "subagent-settled" for m in spliced.inserted):
+                helper = SessionId(lifecycle.started[0].child_id)
+                # The notice is durable in the lead's log; the helper's marker is not yet.
+                registered.append(rt.continuable.get(helper) is not None)
+                sent.append(senders.create_task(rt.continuable.deliver_as_user(helper, "More")))
+
+        rt.subscribe(on_posted, types=(SessionEventPosted,))
+        lead = await rt.create_agent()
+        await lead.followup("Get the facts")
+        await rt.wait_quiescent()
+        assert len(sent) == 1, "the helper's settlement never reached the lead"
+        await sent[0]
+        await rt.wait_quiescent()
+        helper_id = SessionId(lifecycle.started[0].child_id)
+        helper = await rt.store.read(helper_id, tenant="default")
+        lead_log = await rt.store.read(lead.id, tenant="default")
+    model.assert_complete()
+    assert [r.seq for r in helper] == list(range(len(helper)))
+    assert [e.message.text for e in events(helper, UserMessageEvent)] == [
+        "Gather the facts",
+        "More",
+    ]
+    assert [r.kind for r in helper].count("subagent/settled") == 2
+    notices = [
+        e.message.text
+        for e in events(lead_log, UserMessageEvent)
+        if e.message.source.kind == "subagent-settled"
+    ]
+    assert notices == [finished("helper", "facts 1"), finished("helper", "facts 2")]
+    assert registered == [True]

@@ -195,6 +195,8 @@ class ContinuableManager:
         schema: JsonObject | None = None,
     ) -> Activation:
         owner = self._acts.get(parent_id)
+        if owner is not None and owner.closing:
+            owner = None  # its release is past its children: its next epoch adopts this one
         act = Activation(
             agent=agent,
             parent_id=parent_id,
@@ -278,14 +280,17 @@ class ContinuableManager:
             except Exception as exc:
                 log.exception("subagent %s failed to release", act.full_name)
                 result = SubagentResult(output="", stop_reason="error", diagnostic=str(exc))
-            self._acts.pop(act.id, None)
-            if notify and act.announced:
-                await self._notify_parent(act, result)
-                # After the notice: a crash in between repeats the notice, never loses it.
+            if notify and act.announced and await self._notify_parent(act, result):
+                # After the notice: a crash in between repeats the notice, never loses it;
+                # a notice that was not delivered stays owed, so the next resume repeats it.
                 await act.agent.session.append(
                     SubagentSettled(run_id=act.run_id, stop_reason=result.stop_reason)
                 )
         finally:
+            # Registered until its last write: a resume meanwhile waits for `released` instead
+            # of loading a second copy of the session from a log that is not finished yet.
+            if self._acts.get(act.id) is act:
+                del self._acts[act.id]
             if act.owner is not None:
                 act.owner.owned.discard(act)
                 act.owner.poke.set()
@@ -304,12 +309,17 @@ class ContinuableManager:
             self.runtime.work.end()
             act.released.set()
 
-    async def _notify_parent(self, act: Activation, result: SubagentResult) -> None:
+    async def _notify_parent(self, act: Activation, result: SubagentResult) -> bool:
+        """Deliver `act`'s settlement notice to its parent; False when it was not delivered."""
         message = user_message(
             notice_text(act.full_name, result),
             source=MessageSource(kind="subagent-settled", name=act.full_name),
         )
         try:
+            parent_act = self._acts.get(act.parent_id)
+            if parent_act is not None and parent_act.closing and act.owner is not parent_act:
+                # Not part of that release (it came after): the parent's next epoch takes it.
+                await parent_act.released.wait()
             parent = self.runtime.get_agent(act.parent_id)
             parent_act = self._acts.get(act.parent_id)
             if parent is None and await self._resumable(act.parent_id):
@@ -323,7 +333,7 @@ class ContinuableManager:
                 finally:
                     parent_act.accepting -= 1
                     parent_act.poke.set()
-                return
+                return True
             if parent is None:
                 # The root is not loaded: the notice waits in its log for its next resume.
                 await self.runtime.deliver(act.parent_id, message, wake=False)
@@ -335,6 +345,8 @@ class ContinuableManager:
                 await parent.followup(message)  # one new turn
         except Exception:
             log.exception("the settlement notice of %s was not delivered", act.full_name)
+            return False
+        return True
 
     # -- messages -----------------------------------------------------------------------------
 
@@ -466,19 +478,33 @@ class ContinuableManager:
             tenant=root.tenant, roots_only=False, root=root.id
         )
         resumed: list[Activation] = []
-        for header in sorted(headers, key=lambda h: (h.depth, h.created_at)):
-            if header.parent is None or self._acts.get(header.id) is not None:
-                continue
-            records = await self.runtime.read_log(header.id)
-            own = records[header.seed_length :]
-            descriptor = own_descriptor(own)
-            if descriptor is None or descriptor.mode != "continuable":
-                continue
-            if not (interrupted_turn_closers(records) or has_pending(own) or unsettled(own)):
-                continue
-            # A resumed epoch that had recorded its answer settles with it (no new epoch).
-            resumed.append(await self._resident_or_resume(header, for_input=False))
+        try:
+            for header in sorted(headers, key=lambda h: (h.depth, h.created_at)):
+                act = await self._resume_if_unsettled(header)
+                if act is not None:
+                    # Held until the whole tree is back, so a parent resumed before its
+                    # children owns them, takes in their notices and settles after them.
+                    act.accepting += 1
+                    resumed.append(act)
+        finally:
+            for act in resumed:
+                act.accepting -= 1
+                act.poke.set()
         return resumed
+
+    async def _resume_if_unsettled(self, header: SessionHeader) -> Activation | None:
+        """Reactivate one member a crash left unsettled; None when it needs nothing."""
+        if header.parent is None or self._acts.get(header.id) is not None:
+            return None
+        records = await self.runtime.read_log(header.id)
+        own = records[header.seed_length :]
+        descriptor = own_descriptor(own)
+        if descriptor is None or descriptor.mode != "continuable":
+            return None
+        if not (interrupted_turn_closers(records) or has_pending(own) or unsettled(own)):
+            return None
+        # A resumed epoch that had recorded its answer settles with it (no new epoch).
+        return await self._resident_or_resume(header, for_input=False)
 
     # -- interrupts ---------------------------------------------------------------------------
 
