@@ -36,6 +36,8 @@ from subagents import Runtime
 from subagents.cli import app
 from subagents.core import replay_inbox
 from subagents.core._loop import _execute
+from subagents.delegation._catalog import catalog_entries
+from subagents.delegation._tree import find_member
 from subagents.ids import SessionId
 from subagents.messages import ToolCallBlock
 from subagents.models import ScriptedCall, ScriptedModel, ScriptedResponse
@@ -48,8 +50,6 @@ from subagents.sessions import (
     SubagentDescriptor,
     TurnEnd,
 )
-from subagents.subagents._catalog import catalog_entries
-from subagents.subagents._tree import find_member
 
 from ._harness import (
     CHILD_ANSWER,
@@ -81,7 +81,7 @@ BACKGROUND_CALL = ScriptedCall(
     {"description": TOOL_DESCRIPTION, "prompt": CHILD_PROMPT, "run_in_background": True},
 )
 LIST_DEFAULT_LIMIT = 50
-"""`list_agents`'s default page size (`subagents.subagents._tool_control.DEFAULT_LIMIT`)."""
+"""`list_agents`'s default page size (`subagents.delegation.tools._control.DEFAULT_LIMIT`)."""
 
 # -- building (untimed) ----------------------------------------------------------------------
 

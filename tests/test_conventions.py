@@ -23,9 +23,10 @@ SRC = Path(subagents.__file__).parent
 LAYERS = {
     "errors": 0,
     "ids": 0,
+    "names": 0,
     "messages": 0,
     "_clock": 0,
-    "_tasks": 0,
+    "_task_owner": 0,
     "_yaml": 0,
     "sessions": 1,
     "policy": 1,
@@ -33,12 +34,13 @@ LAYERS = {
     "tools": 3,
     "core": 4,
     "workspace": 4,
-    "subagents": 5,
-    "workflows": 6,
-    "testing": 7,
-    "__init__": 7,
-    "cli": 8,
-    "__main__": 9,
+    "definitions": 5,
+    "delegation": 6,
+    "workflows": 7,
+    "testing": 8,
+    "__init__": 8,
+    "cli": 9,
+    "__main__": 10,
 }
 LINE_CEILING = 1000
 LINE_CEILING_ALLOWLIST: dict[str, str] = {}

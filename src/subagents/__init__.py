@@ -15,6 +15,12 @@ from .core import (
     RunResult as RunResult,
     SessionEventPosted as SessionEventPosted,
 )
+from .definitions import AgentDefinition as AgentDefinition
+from .delegation import (
+    DelegationOptions as DelegationOptions,
+    SubagentEnded as SubagentEnded,
+    SubagentStarted as SubagentStarted,
+)
 from .errors import (
     ConfigError as ConfigError,
     ErrorCode as ErrorCode,
@@ -34,12 +40,6 @@ from .messages import (
 )
 from .models import Model as Model, ModelRequest as ModelRequest, open_model as open_model
 from .sessions import EventRecord as EventRecord, EventStore as EventStore
-from .subagents import (
-    AgentDefinition as AgentDefinition,
-    DelegationOptions as DelegationOptions,
-    SubagentEnded as SubagentEnded,
-    SubagentStarted as SubagentStarted,
-)
 from .tools import (
     ToolContext as ToolContext,
     ToolResult as ToolResult,

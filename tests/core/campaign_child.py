@@ -35,8 +35,8 @@ import sys
 from collections.abc import Callable
 
 from subagents.core import SessionEventPosted
+from subagents.delegation import DelegationRuntime
 from subagents.sessions import InboxSpliced, SqliteEventStore
-from subagents.subagents import Runtime
 from subagents.testing import ScriptedModel
 
 __all__ = ["CHILDREN", "PROMPT", "SCRIPT", "answer"]
@@ -112,7 +112,7 @@ def emit(line: dict[str, object]) -> None:
     sys.stdout.flush()
 
 
-def quiet_but(runtime: Runtime, name: str) -> bool:
+def quiet_but(runtime: DelegationRuntime, name: str) -> bool:
     """Whether every loaded agent but `name` is idle and no loaded agent has pending input."""
     agents = runtime.agents.values()
     return all(a.status == "idle" for a in agents if a.name != name) and not any(
@@ -123,7 +123,7 @@ def quiet_but(runtime: Runtime, name: str) -> bool:
 def kill_listener(
     kill_at: int | None,
     kill_on: tuple[str, int] | None,
-    settling: Runtime | None = None,
+    settling: DelegationRuntime | None = None,
 ) -> Callable[[object], None]:
     count = 0
 
@@ -159,7 +159,7 @@ async def main(args: argparse.Namespace) -> None:
     if args.kill_on is not None:
         name, _, seq = str(args.kill_on).rpartition(":")
         kill_on = (name, int(seq))
-    async with Runtime(
+    async with DelegationRuntime(
         model=ScriptedModel.from_file(args.script),
         store=SqliteEventStore(args.store),
         cwd=os.path.dirname(args.store),

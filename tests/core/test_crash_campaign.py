@@ -48,6 +48,7 @@ from campaign_child import CHILDREN, SCRIPT
 from test_crash import assert_well_formed
 
 from subagents.core import replay_inbox
+from subagents.delegation._tree import TreeMember, load_tree
 from subagents.ids import SessionId
 from subagents.sessions import (
     EventRecord,
@@ -58,7 +59,6 @@ from subagents.sessions import (
     UserMessageEvent,
 )
 from subagents.sessions._repair import interrupted_turn_closers
-from subagents.subagents._tree import TreeMember, load_tree
 
 CHILD = Path(__file__).with_name("campaign_child.py")
 DEFAULT_KILLS = 20

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from subagents._tasks import TaskOwner
+from subagents._task_owner import TaskOwner
 from subagents.errors import ErrorCode, WorkflowError
 from subagents.messages import JsonValue
 from subagents.workflows import (

@@ -28,8 +28,9 @@ from workflow_support import (
 )
 
 from subagents import DelegationOptions
-from subagents._tasks import TaskOwner
+from subagents._task_owner import TaskOwner
 from subagents.core import Agent
+from subagents.delegation import DelegationRuntime
 from subagents.errors import StoreError
 from subagents.messages import user_message
 from subagents.sessions import (
@@ -46,7 +47,6 @@ from subagents.sessions import (
     ToolWorkflowRunStart,
     UserMessageEvent,
 )
-from subagents.subagents import Runtime
 from subagents.testing import FakeClock, RecordingModel
 from subagents.tools import ToolSpec
 from subagents.workflows import (
@@ -87,9 +87,9 @@ def lead_script(arguments: dict[str, Any], *, children: Any = None) -> str:
 @asynccontextmanager
 async def open_tool(
     script: str, *, store: EventStore | None = None, tools: Sequence[ToolSpec] = ()
-) -> AsyncGenerator[tuple[Runtime, Agent, WorkflowEngine], None]:
+) -> AsyncGenerator[tuple[DelegationRuntime, Agent, WorkflowEngine], None]:
     clock = FakeClock()
-    runtime = Runtime(
+    runtime = DelegationRuntime(
         model=RecordingModel.from_yaml(script, clock=clock),
         store=store or InMemoryEventStore(),
         clock=clock,
@@ -297,7 +297,7 @@ async def test_run_end_waits_for_quiescence_even_when_the_call_is_cancelled_twic
         return COMPLETED
 
     clock = FakeClock()
-    runtime = Runtime(
+    runtime = DelegationRuntime(
         model=RecordingModel.from_yaml("{}", clock=clock),
         store=InMemoryEventStore(),
         clock=clock,

@@ -25,13 +25,13 @@ from workflow_support import (
     run_to_end,
 )
 
-from subagents._tasks import TaskOwner
+from subagents._task_owner import TaskOwner
+from subagents.delegation import SubagentResult
 from subagents.errors import WorkflowError
 from subagents.ids import SessionId
 from subagents.messages import JsonValue
 from subagents.policy import resolve_policy
 from subagents.sessions import SubagentCatalog
-from subagents.subagents import SubagentResult
 from subagents.workflows import (
     AbortSignal,
     RunFailure,

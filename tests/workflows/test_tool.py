@@ -17,10 +17,10 @@ import pytest
 from workflow_support import Gates, Recorder, guest_processes, pid_alive, tool_replies
 
 from subagents import DelegationOptions
-from subagents._tasks import TaskOwner
+from subagents._task_owner import TaskOwner
 from subagents.core import Agent
+from subagents.delegation import DelegationRuntime
 from subagents.errors import ErrorCode, WorkflowError
-from subagents.subagents import Runtime
 from subagents.testing import FakeClock, GatedClock, InMemoryEventStore, RecordingModel
 from subagents.tools import ToolSpec
 from subagents.workflows import (
@@ -54,11 +54,11 @@ async def open_tool(
     config: WorkflowToolConfig | None = None,
     tools: list[ToolSpec] | None = None,
     clock: GatedClock | None = None,
-) -> AsyncGenerator[tuple[Runtime, Agent, WorkflowEngine], None]:
+) -> AsyncGenerator[tuple[DelegationRuntime, Agent, WorkflowEngine], None]:
     """A runtime whose agents have the `workflow` tool; `clock` is the engine's (wall limit)."""
     runtime_clock = FakeClock()
     model = RecordingModel.from_yaml(script, clock=runtime_clock)
-    runtime = Runtime(
+    runtime = DelegationRuntime(
         model=model,
         store=InMemoryEventStore(),
         clock=runtime_clock,

@@ -17,12 +17,12 @@ from typing import Any
 
 from subagents import DelegationOptions
 from subagents.core import Agent
+from subagents.delegation import DelegationRuntime, StartRequest, SubagentResult, SubagentRun
+from subagents.delegation._providers import Capability
 from subagents.ids import SessionId
 from subagents.messages import JsonValue
 from subagents.policy import Confinement, SandboxMode
 from subagents.sessions import ToolResultEvent
-from subagents.subagents import Runtime, StartRequest, SubagentResult, SubagentRun
-from subagents.subagents._providers import Capability
 from subagents.testing import FakeClock, InMemoryEventStore, RecordingModel
 from subagents.tools import ToolSpec, tool
 from subagents.workflows import (
@@ -35,7 +35,7 @@ from subagents.workflows import (
     WorkflowRequest,
     WorkflowRun,
 )
-from subagents.workflows._process import GUEST_PATH
+from subagents.workflows._script_runtime import GUEST_PATH
 
 META: dict[str, Any] = {"name": "host-test", "description": "workflow callbacks"}
 FAST = WorkflowOptions(wall_seconds=30.0)
@@ -226,7 +226,7 @@ async def open_engine(
     cwd: str | None = None,
     sandbox: SandboxMode = "danger-full-access",
     **engine_args: Any,
-) -> AsyncGenerator[tuple[Runtime, Agent, WorkflowEngine, RecordingModel], None]:
+) -> AsyncGenerator[tuple[DelegationRuntime, Agent, WorkflowEngine, RecordingModel], None]:
     """A runtime (scripted model, in-memory store), its lead, and a workflow engine.
 
     The lead's file policy is `sandbox` (unconfined by default: quick guests; the policy
@@ -235,7 +235,7 @@ async def open_engine(
     clock = FakeClock()
     model = RecordingModel.from_yaml(script, clock=clock)
     assert isinstance(model, RecordingModel)
-    runtime = Runtime(
+    runtime = DelegationRuntime(
         model=model,
         store=InMemoryEventStore(),
         tools=tools,

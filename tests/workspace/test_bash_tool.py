@@ -20,7 +20,7 @@ import pytest
 from sandbox_support import live_with_token, skip_where_processes_are_unbounded
 from workspace_support import Box
 
-from subagents._tasks import TaskOwner
+from subagents._task_owner import TaskOwner
 from subagents.errors import ErrorCode
 from subagents.messages import JsonObject
 

@@ -8,15 +8,15 @@ from typing import Any
 
 import typer
 
-from ..errors import SubagentsError
-from ..models._spec import parse_model_spec
-from ..subagents._definitions import (
+from ..definitions import (
     AgentDefinition,
     DefinitionProblem,
     definition_dirs,
     load_definitions,
     subagents_home,
 )
+from ..errors import SubagentsError
+from ..models._model_spec import parse_model_spec
 from ._common import fail
 from ._render import dumps
 

@@ -12,13 +12,13 @@ import typer
 
 from ..core import Agent, Budget, RunResult, run_result
 from ..core._inspect import is_held, list_sessions
+from ..delegation import DelegationOptions
+from ..delegation._tree import TreeMember, find_member, load_tree, tree_json
 from ..errors import ErrorCode, UsageError
 from ..ids import SessionId
 from ..models._scripted import ScriptedModel
 from ..policy import SANDBOX_MODES, parse_mode
 from ..sessions import SessionHeader
-from ..subagents import DelegationOptions
-from ..subagents._tree import TreeMember, find_member, load_tree, tree_json
 from ..workflows import Runtime
 from ._agents import choose_definition, definitions_for, list_agents, model_for
 from ._command import SessionCommand

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .._tasks import TaskOwner
+from .._task_owner import TaskOwner
 from ..errors import ClosedError, StoreError
 from ..ids import SessionId
 from ..messages import Message, MessageSource, UserMessage, user_message

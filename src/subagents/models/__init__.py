@@ -19,16 +19,16 @@ from ._base import (
     ToolSchema as ToolSchema,
     UsageChunk as UsageChunk,
 )
-from ._scripted import (
-    ScriptedCall as ScriptedCall,
-    ScriptedModel as ScriptedModel,
-    ScriptedResponse as ScriptedResponse,
-)
-from ._spec import (
+from ._model_spec import (
     ModelSpec as ModelSpec,
     ModelSpecKind as ModelSpecKind,
     open_model as open_model,
     parse_model_spec as parse_model_spec,
+)
+from ._scripted import (
+    ScriptedCall as ScriptedCall,
+    ScriptedModel as ScriptedModel,
+    ScriptedResponse as ScriptedResponse,
 )
 
 __all__ = [

@@ -14,6 +14,12 @@ host's file system and network.
 """
 
 from ._confine import Confinement as Confinement, confinement as confinement
+from ._confined_run import (
+    CommandResult as CommandResult,
+    ConfinedProcess as ConfinedProcess,
+    run_command as run_command,
+    spawn as spawn,
+)
 from ._limits import Limits as Limits, SandboxFacts as SandboxFacts
 from ._modes import (
     SANDBOX_MODES as SANDBOX_MODES,
@@ -25,12 +31,6 @@ from ._modes import (
     resolve_policy as resolve_policy,
     store_paths as store_paths,
     within as within,
-)
-from ._process import (
-    CommandResult as CommandResult,
-    ConfinedProcess as ConfinedProcess,
-    run_command as run_command,
-    spawn as spawn,
 )
 
 __all__ = [

@@ -1,5 +1,12 @@
 """Tools: definitions, the `@tool` decorator, registries and the execution pipeline."""
 
+from ._definition import (
+    ToolContext as ToolContext,
+    ToolHandler as ToolHandler,
+    ToolResult as ToolResult,
+    ToolSpec as ToolSpec,
+    tool as tool,
+)
 from ._pipeline import (
     ToolOutcome as ToolOutcome,
     execute_tool as execute_tool,
@@ -7,13 +14,6 @@ from ._pipeline import (
     validate_arguments as validate_arguments,
 )
 from ._registry import Guard as Guard, ToolRegistry as ToolRegistry, ToolScope as ToolScope
-from ._spec import (
-    ToolContext as ToolContext,
-    ToolHandler as ToolHandler,
-    ToolResult as ToolResult,
-    ToolSpec as ToolSpec,
-    tool as tool,
-)
 
 __all__ = [
     "Guard",

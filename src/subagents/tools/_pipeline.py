@@ -16,8 +16,8 @@ from jsonschema import ValidationError
 
 from ..errors import ErrorCode, SubagentsError
 from ..messages import JsonObject, ToolCallBlock
+from ._definition import ToolContext, ToolResult, ToolSpec
 from ._registry import ToolScope
-from ._spec import ToolContext, ToolResult, ToolSpec
 
 __all__ = ["ToolOutcome", "execute_tool", "parse_arguments", "validate_arguments"]
 

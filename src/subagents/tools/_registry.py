@@ -8,7 +8,7 @@ from typing import TypeAlias
 from ..errors import DuplicateError
 from ..messages import JsonObject
 from ..models import ToolSchema
-from ._spec import ToolContext, ToolSpec
+from ._definition import ToolContext, ToolSpec
 
 __all__ = ["Guard", "ToolRegistry", "ToolScope"]
 

@@ -25,15 +25,15 @@ from ._events import (
     WorkflowStarted as WorkflowStarted,
 )
 from ._meta import PhaseMeta as PhaseMeta, WorkflowMeta as WorkflowMeta
-from ._process import (
+from ._records import validate_workflow_records as validate_workflow_records
+from ._runtime import Runtime as Runtime
+from ._script_runtime import (
     GuestProcessRuntime as GuestProcessRuntime,
     RunFailure as RunFailure,
     RunOutcome as RunOutcome,
     RunSpec as RunSpec,
     ScriptRuntime as ScriptRuntime,
 )
-from ._records import validate_workflow_records as validate_workflow_records
-from ._runtime import Runtime as Runtime
 from ._tool import (
     WorkflowToolConfig as WorkflowToolConfig,
     mount_workflow_tool as mount_workflow_tool,

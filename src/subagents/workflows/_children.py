@@ -9,9 +9,9 @@ makes the child answer through `structured_output`; a model override opens anoth
 from __future__ import annotations
 
 from ..core import Agent
+from ..delegation import ServiceRun, SubagentService
 from ..errors import ErrorCode, WorkflowError
 from ..models import parse_model_spec
-from ..subagents import ServiceRun, SubagentService
 from ._host import ChildOutcome, ChildRequest
 
 __all__ = ["ServiceChild", "ServiceStarter", "model_override"]

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._clock import Clock, SystemClock
-from .._tasks import TaskOwner
+from .._task_owner import TaskOwner
 from ..core import Agent
+from ..delegation import SubagentService
 from ..errors import ClosedError, ConfigError, ErrorCode, WorkflowError
 from ..messages import JsonValue
 from ..policy import ConfinedProcess, Limits, SandboxMode, SandboxPolicy, resolve_policy
 from ..sessions import SandboxModeSet
-from ..subagents import SubagentService
 from ._children import ServiceStarter
 from ._events import (
     AbortSignal,
@@ -44,8 +44,8 @@ from ._events import (
 from ._guest import NotJson, ScriptParseError, compile_script, materialize
 from ._host import HostLimits, WorkflowHost, render_exception
 from ._meta import WorkflowMeta, parse_meta
-from ._process import GuestProcessRuntime, RunFailure, RunOutcome, RunSpec, ScriptRuntime
 from ._protocol import MAX_RESULT_BYTES, SAFE_INTEGER, terminal_result
+from ._script_runtime import GuestProcessRuntime, RunFailure, RunOutcome, RunSpec, ScriptRuntime
 
 __all__ = ["WorkflowEngine", "WorkflowOptions", "WorkflowRequest", "WorkflowRun"]
 

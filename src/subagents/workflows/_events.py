@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeAlias
 
-from .._tasks import TaskOwner
+from .._task_owner import TaskOwner
 from ..messages import JsonObject, JsonValue
 from ._meta import WorkflowMeta
 

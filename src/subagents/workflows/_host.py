@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, cast
 
-from .._tasks import TaskOwner
+from .._task_owner import TaskOwner
 from ..errors import ErrorCode, SubagentsError, WorkflowError
 from ..messages import JsonObject, JsonValue
 from ._events import (

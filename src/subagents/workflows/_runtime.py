@@ -1,14 +1,14 @@
 """`Runtime`: the whole runtime users embed, delegation plus the `workflow` tool.
 
-The delegation runtime (`subagents.subagents.Runtime`) sits a layer below workflows, so the
-composition that offers both lives here and is what `subagents.Runtime` names.
+The delegation runtime (`subagents.delegation.DelegationRuntime`) sits a layer below workflows,
+so the composition that offers both lives here and is what `subagents.Runtime` names.
 """
 
 from __future__ import annotations
 
 from typing import Self
 
-from ..subagents import Runtime as DelegationRuntime
+from ..delegation import DelegationRuntime
 from ._engine import WorkflowEngine, WorkflowOptions
 from ._tool import WorkflowToolConfig, mount_workflow_tool
 

@@ -25,9 +25,9 @@ from ._records import RunRecorder
 
 if TYPE_CHECKING:
     from .._clock import Clock
+    from ..delegation import DelegationRuntime
     from ..policy import SandboxPolicy
-    from ..subagents import Runtime
-    from ._process import ScriptRuntime
+    from ._script_runtime import ScriptRuntime
 
 __all__ = [
     "WorkflowToolConfig",
@@ -230,7 +230,7 @@ def workflow_tool(engine: WorkflowEngine, config: WorkflowToolConfig | None = No
 
 
 def mount_workflow_tool(
-    runtime: Runtime,
+    runtime: DelegationRuntime,
     options: WorkflowOptions | None = None,
     *,
     config: WorkflowToolConfig | None = None,

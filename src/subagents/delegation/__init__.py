@@ -1,0 +1,58 @@
+"""Delegation: agents that start, message and settle named children.
+
+The provider registry, named children and their catalogs, continuable and background children,
+tree state and crash recovery, and the runtime that mounts the delegation tools.
+"""
+
+from ._background import TaskOutcome as TaskOutcome, TaskRegistry as TaskRegistry
+from ._catalog import (
+    catalog_entries as catalog_entries,
+    child_names as child_names,
+    resolve_name as resolve_name,
+)
+from ._providers import (
+    InProcessProvider as InProcessProvider,
+    StartRequest as StartRequest,
+    SubagentProvider as SubagentProvider,
+    SubagentRun as SubagentRun,
+    ToolFilter as ToolFilter,
+)
+from ._results import SubagentResult as SubagentResult
+from ._runtime import DelegationOptions as DelegationOptions, DelegationRuntime as DelegationRuntime
+from ._scope import AgentProfile as AgentProfile, resolve_tools as resolve_tools
+from ._service import (
+    Admission as Admission,
+    DefinitionsChanged as DefinitionsChanged,
+    ProviderAdded as ProviderAdded,
+    ProviderRemoved as ProviderRemoved,
+    ServiceRun as ServiceRun,
+    SubagentEnded as SubagentEnded,
+    SubagentService as SubagentService,
+    SubagentStarted as SubagentStarted,
+)
+
+__all__ = [
+    "Admission",
+    "AgentProfile",
+    "DefinitionsChanged",
+    "DelegationOptions",
+    "DelegationRuntime",
+    "InProcessProvider",
+    "ProviderAdded",
+    "ProviderRemoved",
+    "ServiceRun",
+    "StartRequest",
+    "SubagentEnded",
+    "SubagentProvider",
+    "SubagentResult",
+    "SubagentRun",
+    "SubagentService",
+    "SubagentStarted",
+    "TaskOutcome",
+    "TaskRegistry",
+    "ToolFilter",
+    "catalog_entries",
+    "child_names",
+    "resolve_name",
+    "resolve_tools",
+]

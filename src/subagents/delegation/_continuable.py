@@ -1,0 +1,559 @@
+"""Continuable children: long-lived, addressable by name, resumable from the log.
+
+A continuable child has one durable session and at most one live activation per process. Its
+inbox is the only queue. An activation stays resident while it runs, while accepted messages
+wait to be claimed, and while children it started are still resident (waiting); once it is
+quiescent and owns nothing it settles: the activation is released child-first, the child's
+direct parent gets a settlement notice naming it by full name, and the child stays `ready` in
+storage, from where a later message cold-resumes it.
+
+A child started from a definition with an output schema answers every activation through its
+`structured_output` tool: the notice carries the value as JSON, a finish without it is an error.
+The schema comes from the child's descriptor, so a resume never re-reads definition files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .._task_owner import TaskOwner
+from ..core import Agent, AgentConfig, AgentRuntime
+from ..errors import ErrorCode, NotFoundError, SubagentError
+from ..ids import SessionId
+from ..messages import JsonObject, MessageSource, UserMessage, user_message
+from ..sessions import (
+    SessionHeader,
+    SubagentCatalog,
+    SubagentSettled,
+)
+from ..sessions._repair import interrupted_turn_closers
+from ._catalog import full_name_of
+from ._continuable_log import (
+    descriptor_for,
+    descriptor_mode,
+    has_pending,
+    last_settled,
+    notice_text,
+    own_descriptor,
+    restored_profile,
+    unsettled,
+)
+from ._providers import ContinuableProvider, InProcessProvider
+from ._results import SubagentResult, result_from_log
+from ._service import (
+    Admission,
+    SubagentEnded,
+    SubagentService,
+    SubagentStarted,
+)
+from ._structured import StructuredCapture
+
+__all__ = ["Activation", "ContinuableManager", "notice_text"]
+
+log = logging.getLogger("subagents.continuable")
+
+
+@dataclass(eq=False)
+class Activation:
+    """One residency epoch of a continuable child in this process."""
+
+    agent: Agent
+    parent_id: SessionId
+    full_name: str
+    provider: str
+    run_id: str
+    epoch_start: int
+    owner: Activation | None
+    owned: set[Activation] = field(default_factory=set["Activation"])
+    accepting: int = 0
+    announced: bool = False
+    closing: bool = False
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    poke: asyncio.Event = field(default_factory=asyncio.Event)
+    structured: StructuredCapture | None = None
+    """This epoch's structured-output state (a child with an output schema)."""
+
+    @property
+    def id(self) -> SessionId:
+        return self.agent.id
+
+    @property
+    def admits_input(self) -> bool:
+        """False once it is being released or its structured answer is decided."""
+        return not self.closing and (self.structured is None or not self.structured.sealed)
+
+
+class ContinuableManager:
+    """The activations of one runtime."""
+
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        service: SubagentService,
+        *,
+        instructions: Callable[[str, int], str],
+        setup: Callable[[Agent], None],
+    ) -> None:
+        self.runtime = runtime
+        self.service = service
+        self._instructions = instructions
+        self._setup = setup
+        self._acts: dict[SessionId, Activation] = {}
+        self._locks: dict[SessionId, asyncio.Lock] = {}
+        self._tasks = TaskOwner("continuable children")
+        self._closing = False
+
+    def get(self, child_id: str) -> Activation | None:
+        return self._acts.get(SessionId(child_id))
+
+    def resident(self) -> list[Activation]:
+        return list(self._acts.values())
+
+    # -- starting -----------------------------------------------------------------------------
+
+    async def start(self, admission: Admission) -> tuple[Activation, UserMessage]:
+        """Create a continuable child and queue its first prompt (durably accepted)."""
+        if self._closing:
+            raise SubagentError(
+                "continuable subagents are draining; the operation was not admitted",
+                code=ErrorCode.DRAINING,
+            )
+        parent = admission.parent
+        book = self.service.name_book(parent)
+        provider = admission.provider
+        if not isinstance(provider, ContinuableProvider):
+            self.service.cancel(admission)
+            raise SubagentError(
+                f'subagent provider "{provider.name}" does not support continuable children '
+                "(no continuable_seed)",
+                code=ErrorCode.UNSUPPORTED_CAPABILITY,
+            )
+        try:
+            model = await self.service.open_model(admission)
+            seed = provider.continuable_seed(parent)
+            descriptor = descriptor_for(admission)
+            child = await self.runtime.create_child(
+                parent,
+                config=AgentConfig(
+                    name=admission.full_name,
+                    instructions=self._instructions(admission.full_name, admission.depth),
+                    max_parallel_tools=parent.config.max_parallel_tools,
+                    max_tokens=parent.config.max_tokens,
+                ),
+                cwd=admission.cwd,
+                seed=seed,
+                first_events=(descriptor,),
+            )
+            child.model = model
+            if admission.model_spec is not None:
+                self.service.model_specs[child.id] = admission.model_spec
+            parent.record(
+                SubagentCatalog(
+                    child_id=child.id,
+                    name=admission.name,
+                    mode="continuable",
+                    provider=admission.provider.name,
+                    label=admission.label,
+                    created_at=self.runtime.clock.now(),
+                )
+            )
+            book.commit(admission.name)
+        except BaseException:
+            if not book.committed(admission.name):
+                self.service.cancel(admission)  # the name, the profile, the budget count
+            raise
+        finally:
+            book.release(admission.name)
+        act = self._activate(
+            child,
+            parent.id,
+            admission.full_name,
+            admission.provider.name,
+            schema=descriptor.output_schema,
+        )
+        source = MessageSource(kind="parent", name=parent.name)
+        act.accepting += 1
+        try:
+            message = await child.send(admission.prompt, source=source)
+        finally:
+            act.accepting -= 1
+            act.poke.set()
+        act.announced = True
+        return act, message
+
+    def _activate(
+        self,
+        agent: Agent,
+        parent_id: SessionId,
+        full_name: str,
+        provider: str,
+        *,
+        epoch_start: int | None = None,
+        schema: JsonObject | None = None,
+    ) -> Activation:
+        owner = self._acts.get(parent_id)
+        if owner is not None and owner.closing:
+            owner = None  # its release is past its children: its next epoch adopts this one
+        act = Activation(
+            agent=agent,
+            parent_id=parent_id,
+            full_name=full_name,
+            provider=provider,
+            run_id=self.service.next_run_id(),
+            epoch_start=agent.session.next_seq if epoch_start is None else epoch_start,
+            owner=owner,
+        )
+        if owner is not None:
+            owner.owned.add(act)
+        for orphan in self._acts.values():  # resident children resumed before their parent
+            if orphan.parent_id == agent.id and orphan.owner is None and not orphan.closing:
+                orphan.owner = act
+                act.owned.add(orphan)
+        self._acts[agent.id] = act
+        self._setup(agent)
+        if schema is not None:
+            self._install_structured(act, schema)
+        self.runtime.work.begin()
+        self.service.emit(
+            SubagentStarted(
+                run_id=act.run_id,
+                provider=provider,
+                child_id=agent.id,
+                name=full_name,
+                parent_id=parent_id,
+                local=True,
+            )
+        )
+        self._tasks.spawn(self._watch(act), name=f"settle {full_name}")
+        return act
+
+    def _install_structured(self, act: Activation, schema: JsonObject) -> None:
+        """Give the activation its own capture, tool, guard and trailing instruction.
+
+        A resumed epoch recovers what its own records already hold; a fresh one starts empty.
+        """
+        provider = self.service.get_provider(act.provider)
+        running = provider.delegated_work if isinstance(provider, InProcessProvider) else None
+
+        def delegated_work(agent: Agent) -> bool:
+            # Resident children still owe a notice; accepted input is not in the inbox yet.
+            return bool(act.owned) or act.accepting > 0 or (running is not None and running(agent))
+
+        act.structured = StructuredCapture(schema, delegated_work=delegated_work)
+        act.structured.install_activation(act.agent, act.agent.session.records[act.epoch_start :])
+
+    # -- settling -----------------------------------------------------------------------------
+
+    async def _watch(self, act: Activation) -> None:
+        """Wait until the activation is settled, then release it (with its notice)."""
+        while True:
+            await act.agent.when_idle()
+            act.poke.clear()
+            if act.agent.status == "running":
+                continue
+            if act.accepting or act.owned:
+                await act.poke.wait()
+                continue
+            break
+        await self._release(act, notify=True, keep_inbox=False)
+
+    async def _release(self, act: Activation, *, notify: bool, keep_inbox: bool) -> None:
+        """Release `act` and what it owns, child-first; notify its parent; emit the end."""
+        if act.closing:
+            await act.released.wait()
+            return
+        act.closing = True
+        result = SubagentResult(output="", stop_reason="error")
+        try:
+            await act.agent.cancel("parent", keep_inbox=keep_inbox)
+            for child in list(act.owned):
+                await self._release(child, notify=notify, keep_inbox=keep_inbox)
+            epoch = act.agent.session.records[act.epoch_start :]
+            result = result_from_log(epoch)
+            if act.structured is not None:
+                result = act.structured.settle(result, epoch)
+            try:
+                await act.agent.dispose(keep_inbox=keep_inbox)
+            except Exception as exc:
+                log.exception("subagent %s failed to release", act.full_name)
+                result = SubagentResult(output="", stop_reason="error", diagnostic=str(exc))
+            if notify and act.announced and await self._notify_parent(act, result):
+                # After the notice: a crash in between repeats the notice, never loses it;
+                # a notice that was not delivered stays owed, so the next resume repeats it.
+                await act.agent.session.append(
+                    SubagentSettled(run_id=act.run_id, stop_reason=result.stop_reason)
+                )
+        finally:
+            # Registered until its last write: a resume meanwhile waits for `released` instead
+            # of loading a second copy of the session from a log that is not finished yet.
+            if self._acts.get(act.id) is act:
+                del self._acts[act.id]
+            if act.owner is not None:
+                act.owner.owned.discard(act)
+                act.owner.poke.set()
+            self.service.emit(
+                SubagentEnded(
+                    run_id=act.run_id,
+                    provider=act.provider,
+                    child_id=act.id,
+                    name=act.full_name,
+                    parent_id=act.parent_id,
+                    local=True,
+                    stop_reason=result.stop_reason,
+                    last_message=result.output or None,
+                )
+            )
+            self.runtime.work.end()
+            act.released.set()
+
+    async def _notify_parent(self, act: Activation, result: SubagentResult) -> bool:
+        """Deliver `act`'s settlement notice to its parent; False when it was not delivered."""
+        message = user_message(
+            notice_text(act.full_name, result),
+            source=MessageSource(kind="subagent-settled", name=act.full_name),
+        )
+        try:
+            parent_act = self._acts.get(act.parent_id)
+            if parent_act is not None and parent_act.closing and act.owner is not parent_act:
+                # Not part of that release (it came after): the parent's next epoch takes it.
+                await parent_act.released.wait()
+            parent = self.runtime.get_agent(act.parent_id)
+            parent_act = self._acts.get(act.parent_id)
+            if parent is None and await self._resumable(act.parent_id):
+                # A continuable parent that is not loaded is resumed to take the notice in.
+                parent_act = await self._resident_or_resume(
+                    await self.runtime.read_header(act.parent_id)
+                )
+                parent_act.accepting += 1
+                try:
+                    await parent_act.agent.followup(message)
+                finally:
+                    parent_act.accepting -= 1
+                    parent_act.poke.set()
+                return True
+            if parent is None:
+                # The root is not loaded: the notice waits in its log for its next resume.
+                await self.runtime.deliver(act.parent_id, message, wake=False)
+            elif parent_act is not None and parent_act.closing:
+                await parent.inject(message)  # waking a parent being released buys nothing
+            elif parent.status == "running":
+                await parent.steer(message)  # joins its next step
+            else:
+                await parent.followup(message)  # one new turn
+        except Exception:
+            log.exception("the settlement notice of %s was not delivered", act.full_name)
+            return False
+        return True
+
+    # -- messages -----------------------------------------------------------------------------
+
+    async def send(
+        self, caller: Agent, target: SessionId, text: str, *, source: MessageSource
+    ) -> tuple[Activation, UserMessage]:
+        """Deliver `text` as the target's next turn; only its exact live direct parent may.
+
+        The message is in the child's log before this returns. A released child is
+        cold-resumed from its own log first.
+        """
+        header = await self._header(target)
+        if header.parent != caller.id:
+            raise SubagentError(
+                f'subagent "{target}" belongs to another parent session; only its direct '
+                "parent can send it messages",
+                code=ErrorCode.UNAUTHORIZED,
+            )
+        act = await self._resident_or_resume(header)
+        act.accepting += 1
+        try:
+            message = await act.agent.followup(user_message(text, source=source))
+        finally:
+            act.accepting -= 1
+            act.poke.set()
+        return act, message
+
+    async def deliver_as_user(self, target: SessionId, text: str) -> tuple[Activation, UserMessage]:
+        """A person's message to any member of a stored tree (the user channel)."""
+        header = await self._header(target)
+        act = await self._resident_or_resume(header)
+        act.accepting += 1
+        try:
+            message = await act.agent.followup(
+                user_message(text, source=MessageSource(kind="user"))
+            )
+        finally:
+            act.accepting -= 1
+            act.poke.set()
+        return act, message
+
+    async def _resumable(self, session_id: SessionId) -> bool:
+        """Whether a stored session is a continuable child this process may resume."""
+        if self._closing:
+            return False
+        try:
+            header = await self.runtime.read_header(session_id)
+        except NotFoundError:
+            return False
+        if header.parent is None:
+            return False
+        records = await self.runtime.read_log(session_id)
+        return descriptor_mode(records[header.seed_length :]) == "continuable"
+
+    async def _header(self, target: SessionId) -> SessionHeader:
+        try:
+            return await self.runtime.read_header(target)
+        except NotFoundError:
+            raise SubagentError(
+                f'subagent "{target}" is unavailable; list_agents shows your children',
+                code=ErrorCode.NOT_RESUMABLE,
+            ) from None
+
+    async def _resident_or_resume(
+        self, header: SessionHeader, *, for_input: bool = True
+    ) -> Activation:
+        """The activation that takes the caller's input (`for_input=False`: any live one)."""
+        lock = self._locks.setdefault(header.id, asyncio.Lock())
+        async with lock:
+            while True:
+                act = self._acts.get(header.id)
+                if act is None:
+                    act = await self._resume(header)
+                if act.admits_input or not (for_input or act.closing):
+                    return act
+                # Being released, or its answer is decided: its next epoch takes the input.
+                await act.released.wait()
+
+    async def _resume(self, header: SessionHeader) -> Activation:
+        """Cold-resume a stored continuable child from its own log (no provider involved)."""
+        if self._closing:
+            raise SubagentError(
+                "continuable subagents are draining; the operation was not admitted",
+                code=ErrorCode.DRAINING,
+            )
+        records = await self.runtime.read_log(header.id)
+        own = records[header.seed_length :]
+        descriptor = own_descriptor(own)
+        if descriptor is None or descriptor.mode != "continuable":
+            raise SubagentError(
+                f'subagent "{header.id}" has no supported continuation state and cannot be '
+                "resumed; do not retry send_message with this id",
+                code=ErrorCode.NOT_RESUMABLE,
+            )
+        full_name = await full_name_of(self.runtime.read_log, self.runtime.read_header, header)
+        restored = restored_profile(descriptor)
+        if restored is not None:  # the scope it started with, from its own log
+            self.service.profiles[header.id] = restored
+        # The epoch starts after the last settlement its parent heard of (before any repair),
+        # so a turn a crash cut off counts as stopped and an unannounced ending is announced.
+        unannounced = max(header.seed_length, last_settled(records))
+        epoch_start = unannounced if unsettled(own) else len(records)
+        agent = await self.runtime.resume_agent(
+            header.id,
+            config=AgentConfig(
+                name=full_name, instructions=self._instructions(full_name, header.depth)
+            ),
+        )
+        assert header.parent is not None
+        act = self._activate(
+            agent,
+            header.parent,
+            full_name,
+            descriptor.provider,
+            epoch_start=epoch_start,
+            schema=descriptor.output_schema,
+        )
+        act.announced = True  # its next settlement is owed to its parent
+        agent.wake()  # messages accepted before a crash run now
+        return act
+
+    async def resume_unsettled(self, root: SessionHeader) -> list[Activation]:
+        """After a restart: reactivate the members a crash left unsettled.
+
+        Every continuable member of `root`'s tree with a turn cut off or accepted messages
+        never run is resumed, so it finishes its work and its parent hears how it ended.
+        """
+        headers = await self.runtime.store.list_headers(
+            tenant=root.tenant, roots_only=False, root=root.id
+        )
+        resumed: list[Activation] = []
+        try:
+            for header in sorted(headers, key=lambda h: (h.depth, h.created_at)):
+                act = await self._resume_if_unsettled(header)
+                if act is not None:
+                    # Held until the whole tree is back, so a parent resumed before its
+                    # children owns them, takes in their notices and settles after them.
+                    act.accepting += 1
+                    resumed.append(act)
+        finally:
+            for act in resumed:
+                act.accepting -= 1
+                act.poke.set()
+        return resumed
+
+    async def _resume_if_unsettled(self, header: SessionHeader) -> Activation | None:
+        """Reactivate one member a crash left unsettled; None when it needs nothing."""
+        if header.parent is None or self._acts.get(header.id) is not None:
+            return None
+        records = await self.runtime.read_log(header.id)
+        own = records[header.seed_length :]
+        descriptor = own_descriptor(own)
+        if descriptor is None or descriptor.mode != "continuable":
+            return None
+        if not (interrupted_turn_closers(records) or has_pending(own) or unsettled(own)):
+            return None
+        # A resumed epoch that had recorded its answer settles with it (no new epoch).
+        return await self._resident_or_resume(header, for_input=False)
+
+    # -- interrupts ---------------------------------------------------------------------------
+
+    async def interrupt(self, caller: Agent, target: SessionId) -> None:
+        """Stop the target's current turn; any live ancestor may.
+
+        Its queue, its activation and its children stay. An unknown or settled target is an
+        accepted no-op.
+        """
+        if target == caller.id:
+            raise SubagentError(
+                f'agent "{caller.name}" cannot interrupt itself', code=ErrorCode.UNAUTHORIZED
+            )
+        try:
+            header = await self.runtime.read_header(target)
+        except NotFoundError:
+            return
+        if not await self._is_ancestor(caller.id, header):
+            raise SubagentError(
+                f'subagent "{target}" is not a live descendant of agent "{caller.name}"',
+                code=ErrorCode.UNAUTHORIZED,
+            )
+        await self.interrupt_any(target)
+
+    async def interrupt_any(self, target: SessionId) -> bool:
+        """Stop a resident continuable child's current turn, keeping its queue.
+
+        False (an accepted no-op) when it is not resident, is being released, or is a one-shot
+        child, which its waiting parent stops by being stopped itself.
+        """
+        act = self._acts.get(target)
+        if act is None or act.closing:
+            return False
+        await act.agent.cancel("parent", keep_inbox=True)
+        return True
+
+    async def _is_ancestor(self, ancestor: SessionId, header: SessionHeader) -> bool:
+        current = header
+        while current.parent is not None:
+            if current.parent == ancestor:
+                return True
+            current = await self.runtime.read_header(current.parent)
+        return False
+
+    # -- teardown -----------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Release every activation child-first without notices; pending input stays."""
+        self._closing = True
+        for act in [a for a in self._acts.values() if a.owner is None]:
+            await self._release(act, notify=False, keep_inbox=True)
+        await self._tasks.aclose()

@@ -1,0 +1,553 @@
+"""`DelegationRuntime`: the agent runtime with delegation (providers, tools and tasks)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Self, cast
+
+from .._clock import Clock
+from ..core import Agent, AgentConfig, AgentRuntime, Budget
+from ..definitions import (
+    AgentDefinition,
+    DefinitionProblem,
+    aload_definitions,
+    check_definitions_folder,
+    load_definitions_folder,
+    subagents_home,
+)
+from ..errors import ConfigError, ErrorCode, NotFoundError, SubagentError, UsageError
+from ..ids import SessionId
+from ..models import Model
+from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode, store_paths
+from ..sessions import EventStore, SandboxModeSet, SubagentDescriptor
+from ..sessions._repair import DEFAULT_CRASH_RETRIES, KnownOutcome
+from ..tools import ToolSpec
+from ..workspace import workspace_tools
+from ._background import TaskRegistry
+from ._budget_book import combined, with_budget
+from ._continuable import ContinuableManager
+from ._providers import InProcessProvider, ToolFilter
+from ._recovery import TreeRecovery
+from ._scope import AgentProfile, check_definition_tools, child_profile
+from ._service import Admission, SubagentService, output_schema
+from ._structured import structured_instruction
+from ._team import TeamBoards, team_tools
+from ._wording import (
+    delegation_statement,
+    file_policy_statement,
+    with_file_policy,
+    without_file_policy,
+)
+from .tools import SubagentToolConfig, control_tools, mount_subagent_tool, report_tool, task_tools
+
+__all__ = ["DelegationOptions", "DelegationRuntime"]
+
+log = logging.getLogger("subagents.definitions")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DelegationOptions:
+    """How agents of a runtime may delegate."""
+
+    max_depth: int | None = 3
+    """The deepest a child may be (the root is depth 0); None leaves it to the provider."""
+    background: bool = True
+    """Whether `run_in_background` is offered."""
+    task_capacity: int = 10
+    """Background tasks one agent may have running at once."""
+    max_consecutive_wakes: int = 3
+    """Task notices that may wake an idle agent in a row before they wait for its next turn."""
+    fork_tool: bool = True
+    """Offer `subagent_fork` beside `subagent`."""
+    background_mode: Literal["continuable", "one-shot"] = "continuable"
+    """What `run_in_background: true` starts: a continuable child (the default) or a
+    one-shot background task collected with `task_output`."""
+    team_tools: bool = True
+    """Offer the shared team task board."""
+    definitions: Mapping[str, AgentDefinition] | str | os.PathLike[str] | None = None
+    """The agent definitions `subagent(agent=...)` may start: a mapping by name, or a folder
+    of definition files (`*.md`), read on entry (a folder that does not exist makes entering
+    the runtime fail with a `ConfigError`, before the store is opened).
+
+    None (the default) loads the tenant's files on entry: `<cwd>/.subagents/agents` and
+    `$SUBAGENTS_HOME/agents` for tenant `default`, else
+    `$SUBAGENTS_HOME/tenants/<tenant>/agents`.
+    """
+    budget: Budget | None = None
+    """The run's budget: every root this runtime creates gets it, for its whole tree (a
+    definition's own budget can only narrow it)."""
+
+    def __post_init__(self) -> None:
+        # Refuse a bad value where it is written, not at the first delegation. A folder is
+        # checked on entry, off the event loop (a stat here would block async callers).
+        given = cast("object", self.definitions)  # what callers pass is not type-checked
+        if given is None or isinstance(given, str | os.PathLike):
+            return
+        if not isinstance(given, Mapping) or not all(
+            isinstance(d, AgentDefinition) for d in cast("Mapping[object, object]", given).values()
+        ):
+            raise ConfigError(
+                "definitions must be a mapping of names to AgentDefinition or a folder path, "
+                f"not {type(cast('object', given)).__name__}"
+            )
+
+    @property
+    def definitions_folder(self) -> Path | None:
+        """The folder `definitions` names, or None for a mapping or the tenant's tiers."""
+        given = self.definitions
+        return Path(given) if isinstance(given, str | os.PathLike) else None
+
+
+class DelegationRuntime(AgentRuntime):
+    """Agents that delegate to named children; `subagents.Runtime` adds workflow scripts.
+
+    ```python
+    model = ScriptedModel.from_file("demo.yaml")
+    async with DelegationRuntime(model=model, store="state.db") as rt:
+        result = await rt.run("Review app.py")
+    ```
+
+    Every agent gets `subagent` (fresh context) and `subagent_fork` (inherits the completed
+    turns), and the task tools for background children. The runtime owns its store and model.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        store: EventStore | str | Path | None = None,
+        tools: Iterable[ToolSpec] = (),
+        clock: Clock | None = None,
+        tenant: str = "default",
+        cwd: str | Path | None = None,
+        model_spec: str | None = None,
+        delegation: DelegationOptions | None = None,
+        model_factory: Callable[[str], Model] | None = None,
+        sandbox: SandboxMode = "workspace-write",
+        workspace_tools: bool = True,
+        crash_retries: int = DEFAULT_CRASH_RETRIES,
+    ) -> None:
+        super().__init__(
+            model=model,
+            store=store,
+            tools=tools,
+            clock=clock,
+            tenant=tenant,
+            cwd=cwd,
+            model_spec=model_spec,
+            model_factory=model_factory,
+            crash_retries=crash_retries,
+        )
+        self.sandbox: SandboxMode = parse_mode(sandbox)
+        """The file policy of new roots (children take their parent's)."""
+        self._sandbox_modes: dict[SessionId, SandboxMode] = {}
+        self._private_paths: tuple[str, ...] = ()
+        """The store's files: hidden from every confined run and file tool."""
+        self._workspace_tools = workspace_tools
+        self.delegation = delegation or DelegationOptions()
+        self.subagents = SubagentService(self, instructions=self._child_instructions)
+        self.tasks = TaskRegistry(
+            self,
+            capacity_per_owner=self.delegation.task_capacity,
+            max_consecutive_wakes=self.delegation.max_consecutive_wakes,
+        )
+        self.continuable = ContinuableManager(
+            self,
+            self.subagents,
+            instructions=self._resumed_instructions,
+            setup=self._setup_continuable,
+        )
+        self.recovery = TreeRecovery(
+            self,
+            self.subagents,
+            instructions=self._resumed_instructions,
+            restore_scope=self._restore_scope,
+            delegated_work=self._delegated_work,
+        )
+        self.teams = TeamBoards(self, self.subagents)
+        self._report = report_tool(self.continuable)
+        self.definition_problems: list[DefinitionProblem] = []
+        """What was wrong with the definition files read on entry (each also logged)."""
+
+    async def __aenter__(self) -> Self:
+        folder = self.delegation.definitions_folder
+        if folder is not None:
+            await asyncio.to_thread(check_definitions_folder, folder)
+        await super().__aenter__()
+        self._private_paths = await asyncio.to_thread(_store_files, self.store)
+        self._stack.push_async_callback(self.tasks.aclose)
+        options = self.delegation
+        if options.definitions is None or options.definitions_folder is not None:
+            await self.reload_definitions()
+        elif isinstance(options.definitions, Mapping):
+            self.subagents.set_definitions(options.definitions)
+        if self._workspace_tools:
+            for spec in workspace_tools(
+                lambda ctx: self.sandbox_policy(ctx.agent_id),
+                cwd_for=lambda ctx: self.sandbox_policy(ctx.agent_id).workspace_root,
+            ):
+                self.tools.register(spec)
+        for spec in task_tools(self.tasks):
+            self.tools.register(spec)
+        for spec in control_tools(self.continuable):
+            self.tools.register(spec)
+        if options.team_tools:
+            for spec in team_tools(self.teams):
+                self.tools.register(spec)
+        instances = [("spawn", "subagent", False)]
+        if options.fork_tool:
+            instances.append(("fork", "subagent_fork", True))
+        for provider, tool_name, inherits in instances:
+            self.subagents.register_provider(
+                InProcessProvider(
+                    self,
+                    name=provider,
+                    inherits_parent_context=inherits,
+                    delegated_work=self._delegated_work,
+                )
+            )
+            mount_subagent_tool(
+                self.subagents,
+                SubagentToolConfig(
+                    provider=provider,
+                    tool_name=tool_name,
+                    background=options.background,
+                    background_mode=options.background_mode,
+                    max_depth=options.max_depth,
+                ),
+                tasks=self.tasks,
+                continuable=self.continuable,
+            )
+        return self
+
+    @property
+    def definitions(self) -> Mapping[str, AgentDefinition]:
+        """The agent definitions in use, by name."""
+        return self.subagents.definitions
+
+    async def reload_definitions(self) -> list[DefinitionProblem]:
+        """Read the tenant's definition files again, off the event loop.
+
+        With a folder in `DelegationOptions.definitions`, that folder is read instead. The
+        delegation tools re-derive their wording. Returns (and logs) the problems found.
+        """
+        folder = self.delegation.definitions_folder
+        if folder is not None:
+            found, problems = await asyncio.to_thread(load_definitions_folder, folder)
+        else:
+            found, problems = await aload_definitions(self.cwd, subagents_home(), self.tenant)
+        for problem in problems:
+            log.warning("agent definition: %s", problem)
+        self.definition_problems = problems
+        self.subagents.set_definitions(found)
+        return problems
+
+    async def create_agent_from(self, definition: str | AgentDefinition) -> Agent:
+        """Start a new root session (`lead`) running a definition.
+
+        Its body is the lead's instructions, its tools scope the lead (never wider than the
+        runtime's), its `max_depth` caps the tree. Nothing is created when it is refused.
+        """
+        if isinstance(definition, str):
+            found = self.definitions.get(definition)
+            if found is None:
+                names = ", ".join(self.definitions) or "none are loaded"
+                raise SubagentError(
+                    f'unknown agent definition "{definition}"; the definitions are: {names}',
+                    code=ErrorCode.UNKNOWN_DEFINITION,
+                    definition=definition,
+                )
+            definition = found
+        check_definition_tools(definition, set(self.tools.names()))
+        own_model = None if definition.model in ("inherit", self.model_spec) else definition.model
+        model = await self.model_for(own_model)
+        profile = child_profile(None, definition, parent_tools=set(self.tools.names()), depth=0)
+        agent = await super().create_agent(config=AgentConfig(instructions=definition.body))
+        agent.model = model
+        if own_model is not None:
+            self.subagents.model_specs[agent.id] = own_model
+        tool_filter = profile.tool_filter if profile is not None else None
+        budget = combined(self.delegation.budget, definition.budget)
+        # Recorded in the root's own log, so a resumed root runs with the same scope.
+        descriptor = SubagentDescriptor(
+            mode="one-shot",
+            provider="root",
+            label=definition.name,
+            agent_model=own_model,
+            definition=definition.name,
+            instructions=definition.body,
+            tools_allow=(
+                tuple(sorted(tool_filter.allow))
+                if tool_filter is not None and tool_filter.allow is not None
+                else None
+            ),
+            depth_cap=profile.depth_cap if profile is not None else None,
+        )
+        agent.record(with_budget(descriptor, budget))
+        if profile is not None:
+            self.subagents.profiles[agent.id] = profile
+            _apply(agent, profile.tool_filter)
+        self.subagents.budgets.attach(agent, budget, parent=None)
+        return agent
+
+    async def create_agent(self, *, config: AgentConfig | None = None) -> Agent:
+        """Start a new root session (`lead`); the run's budget, if any, is recorded in it."""
+        agent = await super().create_agent(config=config)
+        budget = combined(self.delegation.budget, None)
+        if budget is not None:
+            agent.record(
+                with_budget(
+                    SubagentDescriptor(mode="one-shot", provider="root", label="lead"), budget
+                )
+            )
+        self.subagents.budgets.attach(agent, budget, parent=None)
+        return agent
+
+    async def resume_agent(
+        self,
+        session_id: SessionId | str,
+        *,
+        config: AgentConfig | None = None,
+        retry_cut_turn: bool = True,
+    ) -> Agent:
+        """Load a stored session; its budget continues from what its subtree's logs used."""
+        existing = self.get_agent(session_id)
+        agent = await super().resume_agent(session_id, config=config, retry_cut_turn=retry_cut_turn)
+        if agent is not existing:
+            await self._restore_model(agent)
+            await self.subagents.budgets.restore(agent)
+        return agent
+
+    async def _restore_model(self, agent: Agent) -> None:
+        """A resumed agent runs the model its descriptor recorded (a definition's, say)."""
+        records = agent.session.records[agent.session.header.seed_length :]
+        spec = next(
+            (r.event.agent_model for r in records if isinstance(r.event, SubagentDescriptor)),
+            None,
+        )
+        if spec is not None:
+            agent.model = await self.model_for(spec)
+            self.subagents.model_specs[agent.id] = spec
+
+    def recovered_outcomes(self, session_id: SessionId) -> Mapping[str, KnownOutcome]:
+        """The answers of foreground children re-run after a crash (see `resume_tree`)."""
+        return self.recovery.outcomes_for(session_id)
+
+    async def resume_tree(self, root_id: SessionId | str) -> Agent:
+        """Resume a stored tree after a restart, so the work a crash cut off finishes.
+
+        Child-first: its cut-off one-shot members run again and their answers reach their
+        creators; then the root is resumed (its cut-off turn queued to run again, with its
+        foreground children's real answers) and every continuable member left unsettled is
+        reactivated. Returns the root's agent; `wake()` it (or give it a prompt) and wait
+        for quiescence.
+        """
+        header = await self.store.get_header(SessionId(root_id), tenant=self.tenant)
+        if header.parent is not None:
+            raise UsageError(
+                f"{header.id} is a child session; resume its tree's root {header.root_id}",
+                code=ErrorCode.USAGE,
+            )
+        await self.hold(header.id)
+        await self.recovery.recover(header)
+        agent = await self.resume_agent(header.id)
+        await self.continuable.resume_unsettled(header)
+        return agent
+
+    def setup_agent(self, agent: Agent) -> None:
+        """Fix a new agent's file policy; give a resumed definition root its recorded scope."""
+        self._fix_sandbox_mode(agent)
+        self._tell_file_policy(agent)
+        header = agent.session.header
+        if header.parent is not None or agent.id in self.subagents.profiles:
+            return
+        descriptor = next(
+            (r.event for r in agent.session.records if isinstance(r.event, SubagentDescriptor)),
+            None,
+        )
+        if descriptor is None:
+            return
+        allow = frozenset(descriptor.tools_allow) if descriptor.tools_allow is not None else None
+        profile = AgentProfile(
+            tool_filter=ToolFilter(allow=allow, deny=frozenset(descriptor.tools_deny)),
+            depth_cap=descriptor.depth_cap,
+            instructions=descriptor.instructions,
+        )
+        self.subagents.profiles[agent.id] = profile
+        if descriptor.instructions is not None:
+            agent.config = dataclasses.replace(agent.config, instructions=descriptor.instructions)
+            self._tell_file_policy(agent)
+        _apply(agent, profile.tool_filter)
+
+    def _tell_file_policy(self, agent: Agent) -> None:
+        """Say the agent's current file policy in its instructions (spec: sandbox:policy).
+
+        The paragraph is replaced in place on a switch, so the next request says the new mode.
+        """
+        mode = self._sandbox_modes.get(agent.id, self.sandbox)
+        statement = file_policy_statement(mode, agent.session.header.cwd)
+        agent.config = dataclasses.replace(
+            agent.config, instructions=with_file_policy(agent.config.instructions, statement)
+        )
+
+    def _fix_sandbox_mode(self, agent: Agent) -> None:
+        """An agent's mode is the last `sandbox/mode` of its own log (after any fork seed).
+
+        A new root records the runtime's mode; a new child records its parent's, so it can
+        never be wider than its parent's and a later switch of the parent does not change it.
+        """
+        header = agent.session.header
+        recorded: list[SandboxMode] = [
+            r.event.mode
+            for r in agent.session.records[header.seed_length :]
+            if isinstance(r.event, SandboxModeSet)
+        ]
+        if recorded:
+            self._sandbox_modes[agent.id] = recorded[-1]
+            return
+        parent = self._sandbox_modes.get(header.parent) if header.parent is not None else None
+        mode = parent if parent is not None else self.sandbox
+        source: Literal["runtime", "delegation"] = "delegation" if parent else "runtime"
+        agent.record(SandboxModeSet(mode=mode, source=source))
+        self._sandbox_modes[agent.id] = mode
+
+    def sandbox_policy(self, agent_id: str) -> SandboxPolicy:
+        """The file policy an agent's tools and scripts run under right now."""
+        agent = self.get_agent(agent_id)
+        if agent is None:
+            raise NotFoundError(f"no live agent {agent_id}", code=ErrorCode.NOT_FOUND)
+        return SandboxPolicy(
+            mode=self._sandbox_modes.get(agent.id, self.sandbox),
+            workspace_root=agent.session.header.cwd,
+            session_id=agent.id,
+            hidden=self._private_paths,
+        )
+
+    def confines_children(self, parent: Agent) -> bool:
+        """A child's cwd stays inside its parent's workspace unless the parent is unconfined.
+
+        Under `danger-full-access` the parent itself may touch any path, so there is no
+        boundary a child's workspace could widen.
+        """
+        return self._sandbox_modes.get(parent.id, self.sandbox) != "danger-full-access"
+
+    def set_sandbox_mode(self, agent: Agent, mode: SandboxMode) -> None:
+        """Switch a live agent's file policy (recorded; its next confined call uses it).
+
+        A child can only narrow: a mode wider than its parent's is refused (`USAGE`).
+        """
+        mode = parse_mode(mode)
+        parent_id = agent.session.header.parent
+        parent = self._sandbox_modes.get(parent_id) if parent_id is not None else None
+        if parent is not None and narrower(mode, parent) != mode:
+            raise ConfigError(
+                f"{agent.name} may not widen its sandbox mode to {mode}: its parent runs "
+                f"{parent}, and a child can only narrow",
+                code=ErrorCode.USAGE,
+            )
+        agent.record(SandboxModeSet(mode=mode, source="user"))
+        self._sandbox_modes[agent.id] = mode
+        self._tell_file_policy(agent)
+
+    async def before_close(self) -> None:
+        # Continuable children are released child-first, without notices, keeping their
+        # pending input: the tree stays resumable from the log.
+        await self.continuable.aclose()
+
+    def _setup_continuable(self, agent: Agent) -> None:
+        header = agent.session.header
+        profile = None
+        if header.parent is not None:
+            local = agent.name.rsplit("/", 1)[-1]
+            profile = self.subagents.adopt(header.parent, local, agent.id)
+            if profile is not None:  # a new child (a resumed one got its ledger on resume)
+                self.subagents.budgets.attach(
+                    agent, profile.budget, parent=self.get_agent(header.parent)
+                )
+        self._restore_scope(agent, profile)
+        agent.tools.register(self._report)
+
+    def _restore_scope(self, agent: Agent, profile: AgentProfile | None = None) -> None:
+        """Give a child the instructions and tools of its profile (given, else recorded)."""
+        header = agent.session.header
+        profile = profile or self.subagents.profiles.get(agent.id)
+        if profile is not None:
+            # Before the child's first request: its instructions and scope come from its
+            # profile (definition, inherited scope, depth cap), at start and on a resume.
+            agent.config = dataclasses.replace(
+                agent.config,
+                instructions=self._instructions(
+                    base=AgentConfig().instructions,
+                    full_name=agent.name,
+                    depth=header.depth,
+                    profile=profile,
+                ),
+            )
+            self._tell_file_policy(agent)
+            _apply(agent, profile.tool_filter)
+
+    def _resumed_instructions(self, full_name: str, depth: int) -> str:
+        return self._instructions(
+            base=AgentConfig().instructions, full_name=full_name, depth=depth, profile=None
+        )
+
+    def _child_instructions(self, admission: Admission) -> str:
+        # The parent's own text, without what was said to the parent about itself.
+        parent_text = without_file_policy(admission.parent.config.instructions)
+        base = parent_text.split("\n\nYou are the delegated subagent")[0]
+        text = self._instructions(
+            base=base,
+            full_name=admission.full_name,
+            depth=admission.depth,
+            profile=admission.profile,
+        )
+        if output_schema(admission) is not None:
+            text += f"\n\n{structured_instruction()}"
+        return text
+
+    def _delegated_work(self, agent: Agent) -> bool:
+        """Whether `agent` has children still working (background tasks or continuables)."""
+        if any(not record.terminal for record in self.tasks.list(agent.id)):
+            return True
+        return any(
+            act.parent_id == agent.id and (act.agent.status == "running" or bool(act.agent.inbox))
+            for act in self.continuable.resident()
+        )
+
+    def _instructions(
+        self, *, base: str, full_name: str, depth: int, profile: AgentProfile | None
+    ) -> str:
+        """A child's instructions: its definition's body (else `base`), then its statement.
+
+        The statement says where it stands, with its subtree's depth cap.
+        """
+        max_depth = self.delegation.max_depth
+        if profile is not None:
+            if profile.definition is not None:
+                base = profile.definition.body
+            elif profile.instructions is not None:
+                base = profile.instructions
+            cap = profile.depth_cap
+            if cap is not None and (max_depth is None or cap < max_depth):
+                max_depth = cap
+        statement = delegation_statement(full_name=full_name, depth=depth, max_depth=max_depth)
+        return f"{base}\n\n{statement}"
+
+
+def _store_files(store: EventStore) -> tuple[str, ...]:
+    """A SQLite store's directory and the files SQLite keeps there (see `store_paths`)."""
+    path = getattr(store, "path", None)
+    if not isinstance(path, Path):
+        return ()
+    return store_paths(str(path))
+
+
+def _apply(agent: Agent, tool_filter: ToolFilter | None) -> None:
+    if tool_filter is not None:
+        agent.tools.restrict(allow=tool_filter.allow, deny=tool_filter.deny)

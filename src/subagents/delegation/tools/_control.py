@@ -1,0 +1,302 @@
+"""The control tools.
+
+`send_message`, `interrupt_agent`, `list_agents`, and the child-only `report`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ...core import Agent
+from ...core._status import Status, live_status, stored_status
+from ...errors import ErrorCode, SubagentError
+from ...ids import SessionId
+from ...messages import JsonObject, MessageSource, user_message
+from ...names import full_name
+from ...sessions import EventRecord
+from ...sessions._projections import StatusProjection, fold
+from ...tools import ToolContext, ToolSpec
+from .._catalog import catalog_entries
+from .._continuable import ContinuableManager
+from .._references import resolve_reference
+from ._subagent import calling_agent
+from ._transcript import transcript_tool
+
+__all__ = ["AgentRow", "check_page", "control_tools", "list_rows", "report_tool"]
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+
+
+def _text(args: JsonObject, key: str) -> str:
+    value = str(args[key])
+    if not value.strip():
+        raise SubagentError(f"{key} must not be empty", code=ErrorCode.USAGE)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    name: str
+    status: str
+    label: str
+    parent: str | None = None
+    depth: int = 1
+    diagnostic: str | None = None
+    unchecked: str | None = None
+    """The session id of a stored child whose log was not read yet (children scope)."""
+
+    def render(self, *, descendants: bool) -> str:
+        where = f" parent={self.parent} depth={self.depth}" if descendants else ""
+        if self.diagnostic is not None:
+            return f"{self.name} [diagnostic: {self.diagnostic}]{where}"
+        return f"{self.name} [{self.status}]{where} — {self.label}"
+
+
+async def list_rows(
+    manager: ContinuableManager, caller: Agent, *, descendants: bool
+) -> list[AgentRow]:
+    """The caller's continuable children (or all descendants, in pre-order).
+
+    Read from the catalogs; a child whose log cannot be read becomes a diagnostic row.
+    """
+    rows: list[AgentRow] = []
+    runtime = manager.runtime
+
+    async def visit(
+        creator: SessionId, creator_name: str, depth: int, records: Sequence[EventRecord]
+    ) -> None:
+        for entry in catalog_entries(records):
+            if entry.mode != "continuable":
+                continue
+            name = full_name(creator_name, entry.name) if entry.name else entry.child_id
+            agent = runtime.get_agent(entry.child_id)
+            status = Status.READY if agent is None else _live(agent)
+            parent = None if creator == caller.id and not descendants else creator_name
+            if not descendants:
+                # Stored children are checked only when their page is shown (`check_page`):
+                # the catalog alone lists thousands of children without a read each.
+                unchecked = entry.child_id if agent is None else None
+                rows.append(AgentRow(name, status, entry.label, unchecked=unchecked))
+                continue
+            try:
+                child_records = await runtime.read_log(SessionId(entry.child_id))
+            except Exception:
+                rows.append(AgentRow(entry.child_id, "", "", parent, depth, "unavailable"))
+                continue
+            if agent is None:
+                status = _stored(child_records)
+            rows.append(AgentRow(name, status, entry.label, parent, depth))
+            await visit(SessionId(entry.child_id), name, depth + 1, child_records)
+
+    await visit(caller.id, caller.name, 1, caller.session.records)
+    return rows
+
+
+def _live(agent: Agent) -> Status:
+    last = fold(StatusProjection(), agent.session.records).last_stop
+    return live_status(agent.status, last, continuable=True)
+
+
+def _stored(records: Sequence[EventRecord]) -> Status:
+    # Not loaded by this process: an open turn in its log was cut off by a process that died.
+    return stored_status(fold(StatusProjection(), records), held=False, continuable=True)
+
+
+async def check_page(manager: ContinuableManager, page: list[AgentRow]) -> list[AgentRow]:
+    """Read the stored children of one page: their status, or a diagnostic when unreadable."""
+    checked: list[AgentRow] = []
+    for row in page:
+        if row.unchecked is not None:
+            try:
+                await manager.runtime.read_header(SessionId(row.unchecked))
+                records = await manager.runtime.read_log(SessionId(row.unchecked))
+            except Exception:
+                row = AgentRow(row.unchecked, "", "", diagnostic="unavailable")
+            else:
+                row = AgentRow(row.name, _stored(records), row.label)
+        checked.append(row)
+    return checked
+
+
+def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
+    """`send_message`, `interrupt_agent` and `list_agents` over one manager."""
+    runtime = manager.runtime
+
+    async def send(args: JsonObject, ctx: ToolContext) -> str:
+        caller = calling_agent(manager.service, ctx, "send_message")
+        message = _text(args, "message")
+        target = await resolve_reference(
+            runtime, caller, str(args["agent"]), action="the message was not delivered"
+        )
+        try:
+            act, accepted = await manager.send(
+                caller, target, message, source=MessageSource(kind="parent", name=caller.name)
+            )
+        except SubagentError as exc:  # the model must know nothing was queued
+            raise SubagentError(
+                f"{exc.message} (the message was not delivered)", code=exc.code, **exc.fields
+            ) from exc
+        return (
+            f"message queued as the next turn for subagent {act.full_name} "
+            f"(message {accepted.id}); you will be notified when it settles"
+        )
+
+    async def interrupt(args: JsonObject, ctx: ToolContext) -> str:
+        caller = calling_agent(manager.service, ctx, "interrupt_agent")
+        reference = str(args["agent"])
+        target = await resolve_reference(
+            runtime, caller, reference, action="no interrupt was requested"
+        )
+        await manager.interrupt(caller, target)
+        return f"interrupt requested for agent {reference}"
+
+    async def listing(args: JsonObject, ctx: ToolContext) -> str:
+        caller = calling_agent(manager.service, ctx, "list_agents")
+        descendants = args.get("scope", "children") == "descendants"
+        offset = int(args.get("cursor") or 0)
+        limit = int(args.get("limit") or DEFAULT_LIMIT)
+        rows = await list_rows(manager, caller, descendants=descendants)
+        if not rows:
+            return "(no subagents)"
+        page = await check_page(manager, rows[offset : offset + limit])
+        lines = [row.render(descendants=descendants) for row in page]
+        left = len(rows) - offset - len(page)
+        if left > 0:
+            lines.append(
+                f"… {left} more; call list_agents with cursor {offset + len(page)} "
+                "for the next page"
+            )
+        return "\n".join(lines) if lines else f"(no subagents at cursor {offset})"
+
+    agent_param = {
+        "type": "string",
+        "minLength": 1,
+        "description": (
+            "Who: a child's name (`reviewer`), a path below you (`reviewer/checker`), a path "
+            "from the root (`/reviewer/checker`), or a session id."
+        ),
+    }
+    return [
+        ToolSpec(
+            name="send_message",
+            description=(
+                "Send a message to one of your background subagents (a direct child). It "
+                "becomes the child's next turn: it waits behind a turn in progress, and a "
+                "settled child is resumed with its conversation intact. You get a delivery "
+                "confirmation, not the answer; you are notified when the child settles again."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "agent": agent_param,
+                    "message": {"type": "string", "minLength": 1, "description": "The message."},
+                },
+                "required": ["agent", "message"],
+            },
+            handler=send,
+            parallel_safe=True,
+            checkpoint=False,
+        ),
+        ToolSpec(
+            name="interrupt_agent",
+            description=(
+                "Stop the current turn of an agent below you (a child or a deeper descendant). "
+                "Its queued messages and the agents it started stay; it can be continued "
+                "later with send_message. Returns at once; an agent that already finished is "
+                "left as it is."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {"agent": agent_param},
+                "required": ["agent"],
+            },
+            handler=interrupt,
+            parallel_safe=True,
+            checkpoint=False,
+        ),
+        ToolSpec(
+            name="list_agents",
+            description=(
+                "List the background subagents you started, by name, with status and label: "
+                "running (working now), idle (loaded, between turns), ready (stored; its last "
+                "turn completed), failed, aborted (stopped by an interrupt), crashed (its process "
+                "died mid-turn), cut-off (a crash cut its turn; resuming runs it again). "
+                "send_message continues a child in any status. You are notified when one "
+                "settles, so do not poll."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "scope": {
+                        "type": "string",
+                        "enum": ["children", "descendants"],
+                        "description": (
+                            "children (default): your direct children, who accept "
+                            "send_message. descendants: the whole tree below you, with parent "
+                            "and depth; deeper agents accept only interrupt_agent."
+                        ),
+                    },
+                    "cursor": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "Where to continue a long listing (from the last page).",
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_LIMIT,
+                        "description": f"Rows per page (default {DEFAULT_LIMIT}).",
+                    },
+                },
+            },
+            handler=listing,
+            parallel_safe=True,
+            checkpoint=False,
+        ),
+        transcript_tool(manager),
+    ]
+
+
+def report_tool(manager: ContinuableManager) -> ToolSpec:
+    """`report`: a continuable child sends content to the agent that started it."""
+    runtime = manager.runtime
+
+    async def report(args: JsonObject, ctx: ToolContext) -> str:
+        act = manager.get(ctx.agent_id)
+        if act is None or act.closing:
+            raise SubagentError(
+                f'agent "{ctx.agent_name}" is not a live continuable subagent and cannot report',
+                code=ErrorCode.UNAUTHORIZED,
+            )
+        output = _text(args, "message")
+        message = user_message(
+            f"Background subagent {act.full_name} reported:\n{output}",
+            source=MessageSource(kind="subagent-report", name=act.full_name),
+        )
+        parent = runtime.get_agent(act.parent_id)
+        if parent is None:
+            await runtime.deliver(act.parent_id, message, wake=False)
+        else:
+            await parent.steer(message)
+        return f"report accepted by the agent that started you as message {message.id}"
+
+    return ToolSpec(
+        name="report",
+        description=(
+            "Send content to the agent that started you: progress, a finding, or your result. "
+            "It does not end your turn; only your direct parent receives it. Make it "
+            "self-contained: your parent does not see your work."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "message": {"type": "string", "minLength": 1, "description": "What to report."}
+            },
+            "required": ["message"],
+        },
+        handler=report,
+        parallel_safe=True,
+        checkpoint=False,
+    )

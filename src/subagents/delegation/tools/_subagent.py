@@ -1,0 +1,351 @@
+"""The `subagent` tool (and `subagent_fork`).
+
+Delegate to a named child, in the foreground or as a background task, optionally started from
+an agent definition (`agent`): its instructions, its tool scope (never wider than the
+caller's), its depth cap; `context: fork` routes to the fork provider.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from ...core import Agent
+from ...errors import ErrorCode, SubagentError, ToolError
+from ...messages import JsonObject
+from ...sessions._repair import KnownOutcome
+from ...tools import ToolContext, ToolResult, ToolSpec
+from .._results import CANCELLED_TEXT, NO_OUTPUT_TEXT, SubagentResult, failure_headline
+from .._scope import pick_definition
+from .._service import Admission, SubagentService
+from .._structured import render_result
+from .._wording import (
+    agent_parameter_description,
+    definitions_description,
+    prompt_description,
+    tool_description,
+)
+
+if TYPE_CHECKING:
+    from ...definitions import AgentDefinition
+    from .._background import TaskOutcome, TaskRegistry
+    from .._continuable import ContinuableManager
+
+__all__ = ["SubagentToolConfig", "mount_subagent_tool", "subagent_tool"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentToolConfig:
+    """One instance of the delegation tool, bound to one provider."""
+
+    provider: str = "spawn"
+    tool_name: str = "subagent"
+    background: bool = True
+    background_mode: Literal["continuable", "one-shot"] = "continuable"
+    """What `run_in_background: true` starts: a continuable child (addressable by name,
+    settles with a notice) or a one-shot background task."""
+    max_depth: int | None = 3
+
+
+def calling_agent(service: SubagentService, ctx: ToolContext, tool_name: str) -> Agent:
+    agent = service.runtime.get_agent(ctx.agent_id)
+    if agent is None:
+        raise SubagentError(
+            f"{tool_name} requires a calling agent (no live agent {ctx.agent_id})",
+            code=ErrorCode.NO_CALLER,
+        )
+    return agent
+
+
+def _parameters(*, inherits: bool, background: bool, agents: Sequence[str] = ()) -> JsonObject:
+    properties: dict[str, Any] = {
+        "description": {
+            "type": "string",
+            "minLength": 1,
+            "description": "A short (3-5 word) description of the delegated task, for display.",
+        },
+        "prompt": {
+            "type": "string",
+            "minLength": 1,
+            "description": prompt_description(inherits=inherits),
+        },
+        "name": {
+            "type": "string",
+            "description": (
+                "A name for the child, unique among your children: 1-32 lower-case letters, "
+                "digits or '-', starting with a letter (not `lead`). Omit it to get agent-N."
+            ),
+        },
+        "cwd": {
+            "type": "string",
+            "description": (
+                "The child's working directory, which becomes its workspace: a directory "
+                "inside your workspace (relative paths start from your cwd). Omit it to share "
+                "yours."
+            ),
+        },
+    }
+    if agents:
+        properties["agent"] = {
+            "type": "string",
+            "description": agent_parameter_description(agents),
+        }
+    if background:
+        properties["run_in_background"] = {
+            "type": "boolean",
+            "description": (
+                "Start the child in the background and keep working; you are notified when it "
+                "finishes. Defaults to false (wait for the answer)."
+            ),
+        }
+    return {"type": "object", "properties": properties, "required": ["description", "prompt"]}
+
+
+def subagent_tool(
+    service: SubagentService,
+    config: SubagentToolConfig,
+    *,
+    inherits: bool,
+    tasks: TaskRegistry | None,
+    continuable: ContinuableManager | None = None,
+) -> ToolSpec:
+    """Build the tool for one provider instance."""
+    name = config.tool_name
+    usable = [d for d in service.definitions.values() if not (inherits and d.context == "spawn")]
+
+    async def handler(args: JsonObject, ctx: ToolContext) -> ToolResult | str:
+        parent = calling_agent(service, ctx, name)
+        requested = args.get("run_in_background")
+        background = requested is True
+        if requested not in (None, False) and not config.background:
+            # The schema omits the parameter, but undeclared keys pass validation: refuse loudly.
+            raise SubagentError(
+                f"run_in_background is disabled for this tool instance ({name}); call it "
+                "without run_in_background to wait for the answer",
+                code=ErrorCode.BACKGROUND_DISABLED,
+            )
+        for key in ("description", "prompt"):
+            if not str(args[key]).strip():
+                # The schema's minLength lets blank text through; a child cannot act on it.
+                raise SubagentError(
+                    f"invalid {key}: expected text that is not blank", code=ErrorCode.USAGE
+                )
+        provider, definition = _definition_for(
+            service, config, args.get("agent"), inherits=inherits, background=background
+        )
+        admission = service.admit(
+            provider,
+            parent=parent,
+            prompt=str(args["prompt"]),
+            label=str(args["description"]),
+            name=args.get("name"),
+            cwd=args.get("cwd"),
+            max_depth=config.max_depth,
+            definition=definition,
+        )
+        # The call that waits for (or collects) the child, recorded with it: after a crash the
+        # child's answer finds its way back to this call.
+        admission = dataclasses.replace(admission, call_id=ctx.call_id)
+        if background and config.background_mode == "continuable" and continuable is not None:
+            try:
+                admission = await service.check_cwd(admission)
+            except BaseException:
+                service.cancel(admission)
+                raise
+            act, _ = await continuable.start(admission)
+            return (
+                f'started background subagent "{act.full_name}": it works on its own and you '
+                "will be notified when it settles; continue it with send_message(agent="
+                f'"{admission.name}") once it has, or stop it with interrupt_agent'
+            )
+        if background:
+            try:
+                if tasks is None:
+                    raise SubagentError(
+                        "background tasks are unavailable in this runtime", code=ErrorCode.USAGE
+                    )
+                # Validate the start now, so a bad cwd is this call's error, not a failed task.
+                admission = await service.check_cwd(admission)
+            except BaseException:
+                service.cancel(admission)
+                raise
+            return _start_background(service, tasks, admission)
+        return await _run_foreground(service, admission)
+
+    return ToolSpec(
+        name=name,
+        description=tool_description(
+            inherits=inherits,
+            background=config.background,
+            continuable=config.background_mode == "continuable" and continuable is not None,
+        )
+        + definitions_description(usable, inherits=inherits),
+        parameters=_parameters(
+            inherits=inherits, background=config.background, agents=[d.name for d in usable]
+        ),
+        handler=handler,
+        parallel_safe=True,
+        checkpoint=False,  # every effect is a write to our own, ordered log
+        aborted_text=f"Error: {CANCELLED_TEXT}",  # a cancelled call cancels its child's run
+    )
+
+
+def _definition_for(
+    service: SubagentService,
+    config: SubagentToolConfig,
+    agent: object,
+    *,
+    inherits: bool,
+    background: bool,
+) -> tuple[str, AgentDefinition | None]:
+    """The provider and definition of a call (`agent` omitted: the tool's own provider)."""
+    if agent is None:
+        return config.provider, None
+    definition = pick_definition(
+        service.definitions,
+        agent,
+        tool_name=config.tool_name,
+        inherits=inherits,
+        background=background,
+    )
+    if definition.context != "fork" or inherits:
+        return config.provider, definition
+    if service.get_provider("fork") is None:
+        raise SubagentError(
+            f'agent definition "{definition.name}" declares `context: fork`, but this runtime '
+            "offers no fork provider",
+            code=ErrorCode.NO_PROVIDER,
+        )
+    return "fork", definition
+
+
+async def _run_foreground(service: SubagentService, admission: Admission) -> str:
+    run = await service.launch(admission)
+    try:
+        result = await run.wait()
+    finally:
+        await run.dispose()
+    if result.stop_reason == "completed":
+        rendered = render_result(result)
+        if not rendered.strip():  # never a silently empty answer
+            raise ToolError(NO_OUTPUT_TEXT, code=ErrorCode.TOOL_FAILED, child=run.name)
+        return rendered
+    text, code = _failure(result)
+    raise ToolError(text, code=code, child=run.name)
+
+
+def foreground_outcome(result: SubagentResult) -> KnownOutcome:
+    """The result a foreground `subagent` call records for its child's `result`.
+
+    The same text a live call returns, for a call a crash cut off whose child ran again.
+    """
+    if result.stop_reason == "completed":
+        rendered = render_result(result)
+        if not rendered.strip():
+            return KnownOutcome(
+                f"Error: {NO_OUTPUT_TEXT}", is_error=True, code=str(ErrorCode.TOOL_FAILED)
+            )
+        return KnownOutcome(rendered)
+    text, code = _failure(result)
+    return KnownOutcome(f"Error: {text}", is_error=True, code=str(code))
+
+
+def _failure(result: SubagentResult) -> tuple[str, ErrorCode]:
+    text = failure_headline(result.stop_reason)
+    if result.diagnostic:
+        text += f"\nDiagnostic: {result.diagnostic}"
+    if result.output:
+        text += f"\nPartial output before the run ended:\n{result.output}"
+    code = ErrorCode.BUDGET_EXHAUSTED if result.stop_reason == "budget" else ErrorCode.TOOL_FAILED
+    return text, code
+
+
+def _start_background(service: SubagentService, tasks: TaskRegistry, admission: Admission) -> str:
+    from .._background import TaskOutcome
+
+    async def produce() -> TaskOutcome:
+        run = await service.launch(admission)
+        try:
+            tasks.get(task_id, admission.parent.id).subject = run.id  # for read_transcript
+            result = await run.wait()
+        finally:
+            await run.dispose()
+        if result.stop_reason == "completed":
+            return TaskOutcome(status="completed", output=render_result(result))
+        if result.stop_reason == "aborted":
+            return TaskOutcome(status="killed", detail="aborted")
+        return TaskOutcome(status="failed", detail=result.stop_reason, output=result.output)
+
+    try:
+        task_id = tasks.start(
+            kind="subagent", label=admission.label, owner=admission.parent, run=produce
+        )
+    except BaseException:
+        service.cancel(admission)
+        raise
+    return (
+        f"started background subagent task {task_id} ({admission.full_name}); you will be "
+        "notified when it finishes"
+    )
+
+
+def mount_subagent_tool(
+    service: SubagentService,
+    config: SubagentToolConfig,
+    *,
+    tasks: TaskRegistry | None,
+    continuable: ContinuableManager | None = None,
+) -> Callable[[], None]:
+    """Keep the tool registered exactly while its provider is.
+
+    The tool mirrors the provider's lifecycle and takes its wording from the provider's
+    context contract.
+    """
+    from .._service import DefinitionsChanged, ProviderAdded, ProviderRemoved
+
+    registry = service.runtime.tools
+    mounted = False
+
+    def mount() -> None:
+        nonlocal mounted
+        provider = service.get_provider(config.provider)
+        if provider is None or mounted:
+            return
+        registry.register(
+            subagent_tool(
+                service,
+                config,
+                inherits=provider.inherits_parent_context,
+                tasks=tasks,
+                continuable=continuable,
+            )
+        )
+        mounted = True
+
+    def unmount() -> None:
+        nonlocal mounted
+        if mounted:
+            registry.unregister(config.tool_name)
+            mounted = False
+
+    def on_event(event: object) -> None:
+        if isinstance(event, ProviderAdded) and event.name == config.provider:
+            mount()
+        elif isinstance(event, ProviderRemoved) and event.name == config.provider:
+            unmount()
+        elif isinstance(event, DefinitionsChanged) and mounted:
+            unmount()  # the wording lists the definitions: derive it again
+            mount()
+
+    unsubscribe = service.runtime.subscribe(
+        on_event, types=(ProviderAdded, ProviderRemoved, DefinitionsChanged)
+    )
+    mount()
+
+    def dispose() -> None:
+        unsubscribe()
+        unmount()
+
+    return dispose

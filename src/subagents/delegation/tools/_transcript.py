@@ -1,0 +1,222 @@
+"""`read_transcript`: a settled descendant's transcript, behind the no-peek guard.
+
+A parent may read what a child below it did, but only once the child has settled
+(docs/design.md §7.7): while a continuable child's activation is running or waiting, while a
+one-shot background task is not terminal, or while a foreground child is still running, the
+read fails with `cannot peek at in-flight task <id> (status=<status>); await settlement`
+(`IN_FLIGHT`) and returns nothing of the child's log. Results reach a parent through the
+settlement notice, `task_output` and `report`, never by watching a child work.
+
+Only the caller's own descendants can be read; any other session (a sibling, an ancestor, the
+caller itself, another tree or another tenant's id) reads as unknown. Reading writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...core import Agent
+from ...errors import ErrorCode, NotFoundError, SubagentError
+from ...ids import SessionId
+from ...messages import JsonObject
+from ...sessions import (
+    AssistantMessageEvent,
+    EventRecord,
+    ModelErrorEvent,
+    SessionHeader,
+    ToolResultEvent,
+    TurnEnd,
+    UserMessageEvent,
+)
+from ...sessions._projections import StatusProjection, fold
+from ...tools import ToolContext, ToolSpec
+from .._background import TaskRegistry
+from .._catalog import full_name_of
+from .._continuable import ContinuableManager
+from .._references import resolve_reference
+from ._subagent import calling_agent
+
+__all__ = ["in_flight_status", "transcript_entries", "transcript_tool"]
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+MAX_ENTRY_CHARS = 1_000
+NOTHING_READ = "no transcript was read"
+
+
+def _clip(text: str, limit: int = MAX_ENTRY_CHARS) -> str:
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} more characters]"
+
+
+def _speaker(event: UserMessageEvent) -> str:
+    source = event.message.source
+    if source.kind == "user":
+        return "user"
+    return f"user ({source.kind} {source.name})" if source.name else f"user ({source.kind})"
+
+
+def transcript_entries(records: Sequence[EventRecord]) -> list[str]:
+    """The entries of a log: messages in, assistant text, tool calls and results, failed turns.
+
+    Each entry's content is clipped to `MAX_ENTRY_CHARS` characters.
+    """
+    entries: list[str] = []
+    for record in records:
+        event = record.event
+        if isinstance(event, UserMessageEvent):
+            entries.append(f"{_speaker(event)}: {_clip(event.message.text)}")
+        elif isinstance(event, AssistantMessageEvent):
+            if event.message.text.strip():
+                entries.append(f"assistant: {_clip(event.message.text)}")
+            entries.extend(
+                f"tool call {call.name}: {_clip(call.arguments)}"
+                for call in event.message.tool_calls
+            )
+        elif isinstance(event, ToolResultEvent):
+            kind = "tool error" if event.message.is_error else "tool result"
+            entries.append(f"{kind} {event.message.name}: {_clip(event.message.content)}")
+        elif isinstance(event, ModelErrorEvent):
+            entries.append(f"model error {event.code}: {_clip(event.message)}")
+        elif isinstance(event, TurnEnd) and event.reason != "completed":
+            detail = f" ({_clip(event.error_message)})" if event.error_message else ""
+            entries.append(f"turn {event.turn} ended: {event.reason}{detail}")
+    return entries
+
+
+def in_flight_status(
+    manager: ContinuableManager, tasks: TaskRegistry | None, child: SessionId
+) -> str | None:
+    """The status that makes `child` unreadable (`running`, `waiting`, `stopping`), or None.
+
+    A continuable child is in flight while its activation runs a turn or waits (on accepted
+    input or on children it started); a one-shot background child while its task is not
+    terminal; a one-shot child of either kind while its agent is loaded (its run has not
+    ended). An idle activation, and anything settled and stored, reads fine.
+    """
+    act = manager.get(child)
+    if act is not None:
+        agent = act.agent
+        if agent.status == "running":
+            return "running"
+        if not act.closing and (act.accepting or act.owned or agent.inbox):
+            return "waiting"
+        return None
+    if tasks is not None:
+        record = tasks.for_subject(child)
+        if record is not None and not record.terminal:
+            return record.status
+    if manager.runtime.get_agent(child) is not None:
+        return "running"
+    return None
+
+
+def _unknown(reference: str, target: SessionId, *, by_name: bool) -> SubagentError:
+    """Exactly what an unknown target reads as (the wording of `send_message`)."""
+    if by_name:
+        text = (
+            f"no agent named {reference!r} among the agents you started; list_agents shows "
+            "the names"
+        )
+    else:
+        text = f'subagent "{target}" is unavailable; list_agents shows your children'
+    return SubagentError(f"{text} ({NOTHING_READ})", code=ErrorCode.NOT_FOUND)
+
+
+def transcript_tool(manager: ContinuableManager) -> ToolSpec:
+    """`read_transcript` over one manager (and the runtime's task registry, if it has one)."""
+    runtime = manager.runtime
+
+    async def descendant_header(caller: Agent, target: SessionId) -> SessionHeader | None:
+        """The target's header when it is below `caller` (in this tenant), else None."""
+        try:
+            header = await runtime.read_header(target)
+            current = header
+            while current.parent is not None:
+                if current.parent == caller.id:
+                    return header
+                current = await runtime.read_header(current.parent)
+        except NotFoundError:
+            return None
+        return None
+
+    async def read(args: JsonObject, ctx: ToolContext) -> str:
+        caller = calling_agent(manager.service, ctx, "read_transcript")
+        reference = str(args["agent"]).strip()
+        raw_limit = args.get("limit")
+        limit = min(max(raw_limit, 1), MAX_LIMIT) if isinstance(raw_limit, int) else DEFAULT_LIMIT
+        target = await resolve_reference(runtime, caller, reference, action=NOTHING_READ)
+        header = await descendant_header(caller, target)
+        if header is None:
+            raise _unknown(reference, target, by_name=reference != target)
+        registry = getattr(runtime, "tasks", None)  # the delegation runtime's background tasks
+        tasks = registry if isinstance(registry, TaskRegistry) else None
+        status = in_flight_status(manager, tasks, target)
+        if status is not None:
+            raise SubagentError(
+                f"cannot peek at in-flight task {target} (status={status}); await settlement",
+                code=ErrorCode.IN_FLIGHT,
+                retryable=True,
+                agent=target,
+                status=status,
+            )
+        records = (await runtime.read_log(target))[header.seed_length :]
+        name = await full_name_of(runtime.read_log, runtime.read_header, header)
+        entries = transcript_entries(records)
+        shown = entries[-limit:]
+        last = fold(StatusProjection(), records).last_stop
+        lines = [
+            f"transcript of subagent {name} ({target}), last turn "
+            f"{last or 'none'}: {len(shown)} of {len(entries)} entries, most recent last"
+        ]
+        if len(shown) < len(entries):
+            lines.append(
+                f"… {len(entries) - len(shown)} earlier entries left out; raise limit "
+                f"(at most {MAX_LIMIT}) to see them"
+            )
+        first = len(entries) - len(shown) + 1
+        # An entry's own line breaks are indented, so each entry stays visibly one entry.
+        lines.extend(
+            f"[{first + i}] {entry}".replace("\n", "\n    ") for i, entry in enumerate(shown)
+        )
+        return "\n".join(lines)
+
+    return ToolSpec(
+        name="read_transcript",
+        description=(
+            "Read the transcript of a subagent below you (a child or a deeper descendant) once "
+            "it has settled: its messages, answers, tool calls and tool results, each clipped "
+            f"to {MAX_ENTRY_CHARS} characters. Use it to check how a finished child reached "
+            "its result. A child that is still working (running, or waiting on input or its "
+            "own children) cannot be read: the call fails and you are notified when it "
+            "settles; do not poll."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "agent": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": (
+                        "Who: a child's name (`reviewer`), a path below you "
+                        "(`reviewer/checker`), a path from the root (`/reviewer/checker`), or "
+                        "a session id."
+                    ),
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_LIMIT,
+                    "description": (
+                        f"How many of the most recent entries to show (default {DEFAULT_LIMIT})."
+                    ),
+                },
+            },
+            "required": ["agent"],
+        },
+        handler=read,
+        parallel_safe=True,
+        checkpoint=False,
+    )
