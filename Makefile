@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CODE := $(wildcard src tests bench)
 COVERAGE_FLOOR := 85
 
-.PHONY: install sandbox-deps demo check format lint typecheck test bench clean
+.PHONY: install sandbox-deps demo check format lint typecheck test bench hooks clean
 
 # The runtime alone (what `make demo` needs); the dev tools come on top for `make check`.
 $(RUNTIME_STAMP): pyproject.toml | sandbox-deps
@@ -57,6 +57,11 @@ check: lint typecheck test
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# Git hooks that run the same targets (.pre-commit-config.yaml): lint and typecheck before a
+# commit, `make check` before a push.
+hooks: $(STAMP)
+	$(BIN)/pre-commit install --install-hooks
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
