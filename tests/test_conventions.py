@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import os
 import pickle
 import pkgutil
@@ -64,10 +65,15 @@ def _top(name: str) -> str:
 
 
 def _imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
     package = (
         _module_name(path) if path.name == "__init__.py" else _module_name(path).rsplit(".", 1)[0]
     )
+    return _imports_in(path.read_text(encoding="utf-8"), package)
+
+
+def _imports_in(text: str, package: str) -> list[str]:
+    """The `subagents` modules that `text`, a module of `package`, imports (absolute names)."""
+    tree = ast.parse(text)
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -117,6 +123,90 @@ def test_all_is_sorted_and_complete(name: str) -> None:
     assert list(exported) == sorted(exported), f"{name}.__all__ is not sorted"
     for item in exported:
         assert hasattr(module, item), f"{name}.__all__ names missing {item!r}"
+    # Complete (httpx's rule): every public class or function the package binds, defined in it
+    # or below it, is in `__all__`.
+    unlisted = [
+        attr
+        for attr, value in vars(module).items()
+        if not attr.startswith("_")
+        and (inspect.isclass(value) or inspect.isfunction(value))
+        and (value.__module__ == name or value.__module__.startswith(f"{name}."))
+        and attr not in exported
+    ]
+    assert unlisted == [], f"{name} binds public names missing from __all__: {unlisted}"
+
+
+def _own_doc(value: object) -> str | None:
+    """A class's own docstring (not one it inherits), or a function's."""
+    return vars(value).get("__doc__") if inspect.isclass(value) else getattr(value, "__doc__", None)
+
+
+@pytest.mark.parametrize("name", _packages())
+def test_every_exported_class_and_function_has_a_docstring(name: str) -> None:
+    module = importlib.import_module(name)
+    undocumented = [
+        item
+        for item in getattr(module, "__all__", ())
+        if (inspect.isclass(value := getattr(module, item)) or inspect.isfunction(value))
+        and not (_own_doc(value) or "").strip()
+    ]
+    assert undocumented == [], f"{name} exports these without a docstring: {undocumented}"
+
+
+def test_the_docstring_rule_sees_inherited_docstrings_as_missing() -> None:
+    class Base:
+        """Documented."""
+
+    class Child(Base):
+        pass
+
+    assert _own_doc(Base) == "Documented."
+    assert _own_doc(Child) is None
+
+
+def _private_module(parts: list[str]) -> bool:
+    return any(part.startswith("_") for part in parts[2:])
+
+
+# Cross-package imports of a private module that stay, each with its reason. A package's
+# `__init__` is its contract; these reach past it on purpose.
+PRIVATE_IMPORT_ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def _cross_package_private_imports(source: str, targets: list[str]) -> list[str]:
+    """The private modules of other top-level packages among `source`'s imports."""
+    return [t for t in targets if _top(t) != _top(source) and _private_module(t.split("."))]
+
+
+def test_the_private_import_rule_finds_what_it_should() -> None:
+    """The scan can fail: another package's private module is caught, its `__init__` is not,
+    and a private module of the importer's own package is its own business."""
+    text = (
+        "from ..sessions._repair import crash_recovery\n"
+        "from ..sessions import fold\n"
+        "from ._render import dumps\n"
+        "from ...core._status import Status\n"
+    )
+    imports = _imports_in(text, "subagents.cli.sub")
+    # From a subpackage, `..` stays inside cli: only the `...` import leaves it.
+    assert _cross_package_private_imports("subagents.cli.sub.probe", imports) == [
+        "subagents.core._status"
+    ]
+    flat = _imports_in(text, "subagents.cli")
+    assert _cross_package_private_imports("subagents.cli.probe", flat) == [
+        "subagents.sessions._repair"
+    ]
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_packages_meet_only_through_their_init(path: Path) -> None:
+    source = _module_name(path)
+    found = [
+        target
+        for target in _cross_package_private_imports(source, _imports(path))
+        if (source, target) not in PRIVATE_IMPORT_ALLOWED
+    ]
+    assert found == [], f"{source} imports private modules of other packages: {found}"
 
 
 def _error_classes() -> list[type[errors.SubagentsError]]:
@@ -138,6 +228,53 @@ def test_every_error_pickles_and_has_a_json_form(cls: type[errors.SubagentsError
     assert data["code"] == str(cls.default_code)
     rebuilt = cls.from_json(data)
     assert rebuilt.to_json() == data
+
+
+# Exception classes defined outside `errors.py`, each with why no user ever catches it there.
+EXCEPTIONS_OUTSIDE_ERRORS = {
+    "subagents._yaml.YamlLimitError": "a YAML error with a mark; the loaders turn it into a "
+    "ConfigError or a definition problem",
+    "subagents.models._openai._ConnectionRefused": "the adapter's own retry signal; it leaves "
+    "as a ModelError",
+    "subagents.policy._launcher.LaunchError": "raised inside the stdlib-only launcher process, "
+    "which reports by exit status",
+    "subagents.workflows._guest.HostError": "guest process (stdlib only, no package imports)",
+    "subagents.workflows._guest.NotJson": "guest process (stdlib only, no package imports)",
+    "subagents.workflows._guest.ScriptParseError": "guest process (stdlib only, no package "
+    "imports); the host reports a parse failure as the run's error",
+    "subagents.workflows._guest.WorkflowError": "guest process (stdlib only, no package imports)",
+    "subagents.workflows._protocol.ProtocolError": "the channel's framing failure; the script "
+    "runtime turns it into the run's protocol failure",
+    "subagents.workspace._walk.NotRegularFile": "an OSError the file tools report as a ToolError",
+    "subagents.workspace._walk.PathRaced": "an OSError the file tools report as a ToolError",
+}
+
+
+def _exception_classes() -> list[str]:
+    """Every exception class defined in a module of the package, by qualified name."""
+    found: list[str] = []
+    for path in _modules():
+        name = _module_name(path)
+        if name.endswith("__main__"):
+            continue  # importing it runs the CLI
+        module = importlib.import_module(name)
+        found += [
+            f"{name}.{value.__qualname__}"
+            for value in vars(module).values()
+            if inspect.isclass(value)
+            and issubclass(value, BaseException)
+            and value.__module__ == name
+        ]
+    return found
+
+
+def test_every_exception_a_user_can_catch_is_in_errors() -> None:
+    found = _exception_classes()
+    assert "subagents.errors.ConfigError" in found  # the scan sees errors.py too
+    outside = sorted(c for c in found if not c.startswith("subagents.errors."))
+    assert outside == sorted(EXCEPTIONS_OUTSIDE_ERRORS), (
+        "define a new exception in errors.py (or give it a reason here)"
+    )
 
 
 def test_error_tree_is_drawn_in_the_docstring() -> None:

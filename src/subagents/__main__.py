@@ -1,3 +1,5 @@
+"""`python -m subagents`: the `subagents` command."""
+
 from .cli import main
 
 main()

@@ -10,6 +10,11 @@ __all__ = ["Clock", "FakeClock", "GatedClock", "SystemClock"]
 
 
 class Clock(Protocol):
+    """The time source the runtime reads and sleeps on; pass a fake one to test without waiting.
+
+    `SystemClock` is real time; `FakeClock` and `GatedClock` are for tests.
+    """
+
     def now(self) -> float:
         """Seconds since the epoch."""
         ...

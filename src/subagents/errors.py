@@ -4,7 +4,8 @@
 SubagentsError
 ├── UsageError                      programmer or configuration mistake, raised eagerly
 │   ├── ConfigError                 bad model spec, missing model, unreadable script, bad store URL
-│   ├── DuplicateError              a tool or session registered twice
+│   │   └── LeaseHeld               another live process holds the tree
+│   ├── DuplicateError              a tool, session or provider registered twice
 │   └── ClosedError                 a resource used after aclose()
 └── RunError                        failure while running
     ├── ModelError                  a model call failed (codes from the adapter)
@@ -14,7 +15,7 @@ SubagentsError
     ├── WorkflowError               a workflow refused at start, misused by its script, or failed
     ├── StoreError                  the event store could not read or write
     │   ├── ConcurrencyConflict     an append raced another writer of the same session
-    │   ├── SchemaVersionError      the store's schema is newer or older than this build
+    │   ├── SchemaVersionError      the store's schema is newer than this build
     │   └── NotFoundError           no such session (for this tenant)
     ├── SandboxUnavailable          a sandbox mode cannot be enforced on this machine
     ├── LimitExceeded               a configured limit was reached
@@ -36,6 +37,7 @@ __all__ = [
     "ConfigError",
     "DuplicateError",
     "ErrorCode",
+    "LeaseHeld",
     "LimitExceeded",
     "ModelError",
     "NotFoundError",
@@ -206,38 +208,99 @@ def _restore(
 
 
 class UsageError(SubagentsError):
+    """A programmer or configuration mistake, raised at the call that made it.
+
+    Examples: an invalid tool name or parameters schema, a non-async tool function, a message
+    queued twice, a CLI reference that matches several sessions. The CLI exits 2 on it.
+    """
+
     default_code = ErrorCode.USAGE
 
 
 class ConfigError(UsageError):
+    """Invalid configuration: fix the setting named in the message and try again.
+
+    Raised for a bad model spec or missing credential, an unreadable or invalid scripted-model
+    script, a bad store URL or store option, an invalid tenant id, an unreadable definitions
+    folder or a definition naming unknown tools, an unknown sandbox mode or a child widening
+    its parent's, and out-of-range options (`crash_retries`, `Limits`, workflow options).
+    """
+
     default_code = ErrorCode.CONFIG
 
 
+class LeaseHeld(ConfigError):
+    """Another live process holds the tree: wait for it to finish or stop that process.
+
+    Raised when a runtime loads a session whose tree another process is running; the message
+    names that process (`pid` is in the fields).
+    """
+
+    default_code = ErrorCode.LEASE_HELD
+
+
 class DuplicateError(UsageError):
+    """Something registered twice: a tool in one layer, a session id, a subagent provider."""
+
     default_code = ErrorCode.DUPLICATE
 
 
 class ClosedError(UsageError):
+    """A resource used outside its lifetime: after `aclose()`, or before `async with` opened it.
+
+    Raised by a closed or unopened runtime, event store, model or workflow engine, and by a
+    disposed agent given input.
+    """
+
     default_code = ErrorCode.CLOSED
 
 
 class RunError(SubagentsError):
+    """Base of the failures that happen while running; never raised itself, only its subclasses."""
+
     default_code = ErrorCode.INTERNAL
 
 
 class ModelError(RunError):
+    """A model call failed, after the adapter's own retries of transient failures.
+
+    `code` is the adapter's (`AUTH`, `RATE_LIMIT`, `TIMEOUT`, ...) and `retryable` says whether
+    a later retry may succeed. The agent loop wraps any other exception from an adapter in a
+    `ModelError` (`MODEL_ERROR`), records it as `model/error`, and ends the turn `error`.
+    """
+
     default_code = ErrorCode.MODEL_ERROR
 
 
 class ToolError(RunError):
+    """A tool failed; raised by a handler, it becomes an error result for the model.
+
+    The tool pipeline catches it (like any `SubagentsError` from a handler) and gives the model
+    its message and code, so it never ends the run. The built-in workspace tools raise it with
+    codes such as `FILE_NOT_FOUND` or `SANDBOX_DENIED`.
+    """
+
     default_code = ErrorCode.TOOL_FAILED
 
 
 class ToolArgsError(ToolError):
+    """A tool argument cannot be built into its declared parameter type (`INVALID_ARGS`).
+
+    Raised by a `tool()` handler before it calls the function, when a dataclass, Struct or
+    pydantic parameter cannot be built from its JSON object; the model gets an error result to
+    correct. Schema violations found earlier become error results without raising.
+    """
+
     default_code = ErrorCode.INVALID_ARGS
 
 
 class SubagentError(RunError):
+    """Delegation was refused or failed: a bad name, depth, provider, task or permission.
+
+    Raised by the delegation service, its tools and the team board; its code says which (for
+    example `INVALID_NAME`, `DEPTH_EXCEEDED`, `NO_PROVIDER`, `UNKNOWN_TASK`, `UNAUTHORIZED`).
+    """
+
     default_code = ErrorCode.INTERNAL
 
 
@@ -248,18 +311,33 @@ class WorkflowError(RunError):
 
 
 class StoreError(RunError):
+    """The event store could not read or write.
+
+    Its code says why: `STORE_UNWRITABLE`, `STORE_CORRUPT`, `EVENT_UNSUPPORTED` (a record from
+    a newer build) or `STORE` (a failed commit, `retryable` when trying again may succeed).
+    """
+
     default_code = ErrorCode.STORE
 
 
 class ConcurrencyConflict(StoreError):
+    """An append raced another writer: its `seq` is not the next one in the session's log.
+
+    Carries `expected_seq` and `seq` when known; read the log again before appending.
+    """
+
     default_code = ErrorCode.CONCURRENCY_CONFLICT
 
 
 class SchemaVersionError(StoreError):
+    """The store records a schema version newer than this build knows; nothing was written."""
+
     default_code = ErrorCode.SCHEMA_VERSION
 
 
 class NotFoundError(StoreError):
+    """No such session for this tenant, or a CLI reference that names none; the CLI exits 2."""
+
     default_code = ErrorCode.NOT_FOUND
 
 
@@ -270,8 +348,12 @@ class SandboxUnavailable(RunError):
 
 
 class LimitExceeded(RunError):
+    """A configured limit was reached (code `LIMIT_EXCEEDED`); no code path raises it yet."""
+
     default_code = ErrorCode.LIMIT_EXCEEDED
 
 
 class RunCancelled(RunError):
+    """Our own cancellation, seen at the run edge (code `CANCELLED`); no code path raises it yet."""
+
     default_code = ErrorCode.CANCELLED

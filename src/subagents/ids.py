@@ -27,6 +27,7 @@ CallId = NewType("CallId", str)
 
 
 def new_session_id() -> SessionId:
+    """A new session id: a uuid4 string from the OS's random source, so it cannot be guessed."""
     return SessionId(str(uuid.uuid4()))
 
 

@@ -34,10 +34,14 @@ JsonObject: TypeAlias = dict[str, Any]
 
 
 class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="kind"):
+    """Plain text in a message: the visible answer of an assistant, or a user's words."""
+
     text: str
 
 
 class ReasoningBlock(msgspec.Struct, frozen=True, tag="reasoning", tag_field="kind"):
+    """Reasoning text the model streamed beside its answer (not part of `AssistantMessage.text`)."""
+
     text: str
 
 
@@ -60,16 +64,31 @@ class MessageSource(msgspec.Struct, frozen=True):
 
 
 class UserMessage(msgspec.Struct, frozen=True, tag="user", tag_field="role"):
+    """Input to an agent in the user role: a prompt, steering, injected context or a notice.
+
+    `source` says who sent it; build one with `user_message`.
+    """
+
     id: MessageId
     content: tuple[TextBlock, ...]
     source: MessageSource = MessageSource()
 
     @property
     def text(self) -> str:
+        """The message's text blocks joined."""
         return "".join(block.text for block in self.content)
 
 
 class AssistantMessage(msgspec.Struct, frozen=True, tag="assistant", tag_field="role"):
+    """One model response: its text, reasoning and tool-call blocks in the order they streamed.
+
+    Attributes:
+        provider: The adapter's provider name (for example `openai`) that produced it.
+        model: The model's name at that provider.
+        replay_state: Opaque state from the response's `Finish`, kept with the message for an
+            adapter that needs it to send the message back; None when there is none.
+    """
+
     id: MessageId
     content: tuple[ContentBlock, ...]
     provider: str = ""
@@ -78,18 +97,30 @@ class AssistantMessage(msgspec.Struct, frozen=True, tag="assistant", tag_field="
 
     @property
     def text(self) -> str:
+        """The answer's text blocks joined (reasoning and tool calls left out)."""
         return "".join(b.text for b in self.content if isinstance(b, TextBlock))
 
     @property
     def reasoning(self) -> str:
+        """The reasoning blocks joined, for a model that streams its reasoning."""
         return "".join(b.text for b in self.content if isinstance(b, ReasoningBlock))
 
     @property
     def tool_calls(self) -> tuple[ToolCallBlock, ...]:
+        """The tool calls the model asked for, in the order it made them."""
         return tuple(b for b in self.content if isinstance(b, ToolCallBlock))
 
 
 class ToolResultMessage(msgspec.Struct, frozen=True, tag="tool", tag_field="role"):
+    """The outcome of one tool call, as the model sees it.
+
+    Attributes:
+        call_id: The `ToolCallBlock.id` it answers.
+        name: The tool that was called.
+        content: The result text; for an error, the message the model should act on.
+        is_error: Whether the call failed (unknown tool, bad arguments, denied, raised, ...).
+    """
+
     id: MessageId
     call_id: str
     name: str
@@ -101,6 +132,13 @@ Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
 
 
 class Usage(msgspec.Struct, frozen=True):
+    """Token counts of model calls; `+` adds two of them.
+
+    As the OpenAI adapter reports them, `cache_read_tokens` are part of `input_tokens` (the
+    prompt tokens served from the provider's cache) and `reasoning_tokens` part of
+    `output_tokens`.
+    """
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0

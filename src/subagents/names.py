@@ -21,6 +21,7 @@ _NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
 
 
 def is_name(text: str) -> bool:
+    """Whether `text` is a valid child name (see `name_error` for why one is not)."""
     return _NAME.fullmatch(text) is not None and text != ROOT_NAME
 
 
@@ -52,6 +53,7 @@ class NameBook:
         self._next_default = 1  # no agent-N below it is free, so defaults never rescan
 
     def taken(self, name: str) -> bool:
+        """Whether `name` is a child's (committed) or held by a start in flight (reserved)."""
         return name in self._committed or name in self._reserved
 
     def reserve(self, requested: str | None) -> str:
@@ -81,10 +83,12 @@ class NameBook:
         return name in self._committed
 
     def commit(self, name: str) -> None:
+        """The child named `name` exists now: its reservation becomes its name."""
         self._reserved.discard(name)
         self._committed.add(name)
 
     def release(self, name: str) -> None:
+        """End a start's reservation of `name` (a no-op once the name is committed)."""
         if name in self._reserved:
             self._reserved.discard(name)
             if name.startswith("agent-") and name[6:].isdigit():

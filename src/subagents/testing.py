@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 
 from ._clock import FakeClock as FakeClock, GatedClock as GatedClock
-from .models import ModelChunk, ModelRequest
-from .models._scripted import (
+from .models import (
+    ModelChunk,
+    ModelRequest,
     ScriptedCall as ScriptedCall,
     ScriptedModel as ScriptedModel,
     ScriptedResponse as ScriptedResponse,
@@ -36,6 +37,7 @@ class RecordingModel(ScriptedModel):
         self.requests: list[ModelRequest] = []
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        """Record a snapshot of `request`, then stream the scripted response."""
         self.requests.append(replace(request, messages=tuple(request.messages)))
         async for chunk in super().stream(request):
             yield chunk
@@ -66,4 +68,5 @@ class ToolCallContext:
         self.concluded = [False]
 
     def conclude_turn(self) -> None:
+        """Record that the handler concluded the turn."""
         self.concluded[0] = True

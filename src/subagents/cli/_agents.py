@@ -16,7 +16,7 @@ from ..definitions import (
     subagents_home,
 )
 from ..errors import SubagentsError
-from ..models._model_spec import parse_model_spec
+from ..models import parse_model_spec
 from ._common import fail
 from ._render import dumps
 

@@ -10,13 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
-from ..core import Agent, Budget, RunResult, run_result
-from ..core._inspect import is_held, list_sessions
-from ..delegation import DelegationOptions
-from ..delegation._tree import TreeMember, find_member, load_tree, tree_json
+from ..core import Agent, Budget, RunResult, is_held, list_sessions, run_result
+from ..delegation import DelegationOptions, TreeMember, find_member, load_tree, tree_json
 from ..errors import ErrorCode, UsageError
 from ..ids import SessionId
-from ..models._scripted import ScriptedModel
+from ..models import ScriptedModel
 from ..policy import SANDBOX_MODES, parse_mode
 from ..sessions import SessionHeader
 from ..workflows import Runtime

@@ -17,10 +17,8 @@ import typer
 from ..core import default_store_path
 from ..errors import ErrorCode, NotFoundError, StoreError, SubagentsError, UsageError
 from ..ids import SessionId, check_tenant_id
-from ..models import Model
-from ..models._model_spec import open_model, parse_model_spec
-from ..sessions import EventStore, SessionHeader
-from ..sessions._sqlite import SqliteEventStore, parse_store_url
+from ..models import Model, open_model, parse_model_spec
+from ..sessions import EventStore, SessionHeader, SqliteEventStore, parse_store_url
 
 __all__ = [
     "EXIT_FAILED",

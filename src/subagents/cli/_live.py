@@ -16,8 +16,9 @@ from ..core import (
     AgentRuntime,
     AgentStatusChanged,
     SessionEventPosted,
+    Status,
+    live_status,
 )
-from ..core._status import Status, live_status
 from ..sessions import (
     AssistantMessageEvent,
     StopReason,

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from ..core._inspect import SessionRow, iso
+from ..core import SessionRow, iso
 from ..messages import AssistantMessage
 from ..sessions import (
     AssistantMessageEvent,

@@ -12,14 +12,24 @@ from ._bus import (
     SessionEventPosted as SessionEventPosted,
 )
 from ._inbox import replay_inbox as replay_inbox
+from ._inspect import (
+    SessionRow as SessionRow,
+    TreeRow as TreeRow,
+    is_held as is_held,
+    iso as iso,
+    list_sessions as list_sessions,
+    root_row as root_row,
+    total_usage as total_usage,
+    usage_json as usage_json,
+)
 from ._runtime import (
     AgentRuntime as AgentRuntime,
-    LeaseHeld as LeaseHeld,
     RunResult as RunResult,
     WorkTracker as WorkTracker,
     default_store_path as default_store_path,
     run_result as run_result,
 )
+from ._status import Status as Status, live_status as live_status, stored_status as stored_status
 
 __all__ = [
     "Agent",
@@ -32,13 +42,23 @@ __all__ = [
     "Budget",
     "CancelCause",
     "EventBus",
-    "LeaseHeld",
     "Ledger",
     "LiveEvent",
     "RunResult",
     "SessionEventPosted",
+    "SessionRow",
+    "Status",
+    "TreeRow",
     "WorkTracker",
     "default_store_path",
+    "is_held",
+    "iso",
+    "list_sessions",
+    "live_status",
     "replay_inbox",
+    "root_row",
     "run_result",
+    "stored_status",
+    "total_usage",
+    "usage_json",
 ]

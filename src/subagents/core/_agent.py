@@ -16,15 +16,16 @@ from ..models import Model
 from ..sessions import (
     AssistantMessageEvent,
     EventRecord,
+    InboxTarget,
     ModelErrorEvent,
     RequestHeader,
+    Session,
     SessionEvent,
     StopReason,
+    TranscriptProjection,
     TurnStart,
+    fold,
 )
-from ..sessions._events import InboxTarget
-from ..sessions._projections import TranscriptProjection, fold
-from ..sessions._session import Session
 from ..tools import ToolScope
 from ._budget import Ledger
 from ._bus import AgentDisposed, AgentStatusChanged, EventBus, SessionEventPosted

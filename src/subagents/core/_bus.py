@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from ..sessions import EventRecord
-from ..sessions._session import Session
+from ..sessions import EventRecord, Session
 
 __all__ = [
     "AgentCreated",

@@ -13,8 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from ..errors import ErrorCode, UsageError
 from ..ids import MessageId
 from ..messages import UserMessage
-from ..sessions import EventRecord, InboxSpliced, SessionEvent, UserMessageEvent
-from ..sessions._events import InboxTarget
+from ..sessions import EventRecord, InboxSpliced, InboxTarget, SessionEvent, UserMessageEvent
 
 __all__ = ["Inbox", "replay_inbox"]
 

@@ -17,14 +17,12 @@ from ..sessions import (
     EventStore,
     Lease,
     SessionHeader,
-    TurnEnd,
-    UserMessageEvent,
-)
-from ..sessions._projections import (
     StatusProjection,
     StatusView,
+    TurnEnd,
     UsageProjection,
     UsageView,
+    UserMessageEvent,
     fold,
 )
 from ._status import Status, stored_status
@@ -50,6 +48,7 @@ def tree_status(view: StatusView, *, held: bool = True) -> Status:
 
 
 def iso(timestamp: float) -> str:
+    """A POSIX timestamp as ISO 8601 in UTC with a `Z` suffix, as listings show times."""
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
@@ -106,6 +105,7 @@ async def list_sessions(store: EventStore, *, tenant: str, now: float) -> list[S
 
 
 def usage_json(view: UsageView) -> dict[str, int]:
+    """A usage view in the JSON form every command prints (`input_tokens`, ...)."""
     return {
         "input_tokens": view.usage.input_tokens,
         "output_tokens": view.usage.output_tokens,
@@ -137,6 +137,7 @@ class TreeRow:
 
 
 def total_usage(rows: Sequence[TreeRow]) -> UsageView:
+    """The usage of a whole tree: the sum over its rows."""
     usage = Usage()
     calls = 0
     for row in rows:
@@ -148,6 +149,7 @@ def total_usage(rows: Sequence[TreeRow]) -> UsageView:
 def root_row(
     header: SessionHeader, records: Sequence[EventRecord], *, held: bool = True
 ) -> TreeRow:
+    """The root's row of a tree listing, from its header and log (`held`: a process has it)."""
     return TreeRow(
         header=header,
         name="lead",

@@ -15,38 +15,37 @@ from types import TracebackType
 from typing import Literal, Self
 
 from .._clock import Clock, SystemClock
-from ..errors import ClosedError, ConfigError, ErrorCode, SubagentError
+from ..errors import ClosedError, ConfigError, ErrorCode, LeaseHeld, SubagentError
 from ..ids import SessionId, check_tenant_id, new_session_id
 from ..messages import AssistantMessage, Usage, UserMessage
 from ..models import Model, open_model
 from ..policy import canonical_root, within
 from ..sessions import (
+    DEFAULT_CRASH_RETRIES,
     AssistantMessageEvent,
     EventRecord,
     EventStore,
     InboxSpliced,
+    InboxTarget,
+    KnownOutcome,
+    Session,
     SessionEndSeed,
     SessionEvent,
     SessionHeader,
     StopReason,
     TurnEnd,
-)
-from ..sessions._events import InboxTarget
-from ..sessions._projections import UsageProjection, fold
-from ..sessions._repair import (
-    DEFAULT_CRASH_RETRIES,
-    KnownOutcome,
+    UsageProjection,
     crash_recovery,
+    fold,
     interrupted_turn_closers,
 )
-from ..sessions._session import Session
 from ..tools import ToolRegistry, ToolSpec
 from ._agent import Agent, AgentConfig
 from ._bus import AgentCreated, CausalOrder, EventBus, SessionEventPosted
 from ._inbox import replay_inbox
 from ._inspect import lease_alive
 
-__all__ = ["AgentRuntime", "LeaseHeld", "RunResult", "WorkTracker"]
+__all__ = ["AgentRuntime", "RunResult", "WorkTracker"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,7 +161,7 @@ class AgentRuntime:
         self.cwd = await asyncio.to_thread(_resolve_cwd, self._cwd_arg)
         store = self._store_arg
         if store is None or isinstance(store, str | Path):
-            from ..sessions._sqlite import SqliteEventStore, parse_store_url
+            from ..sessions import SqliteEventStore, parse_store_url
 
             store = SqliteEventStore(
                 parse_store_url(str(store)) if store is not None else default_store_path()
@@ -549,10 +548,6 @@ def run_result(session_id: SessionId, records: Iterable[EventRecord]) -> RunResu
     )
 
 
-class LeaseHeld(ConfigError):
-    """Another live process holds the tree."""
-
-
 def _resolve_cwd(cwd: str | Path | None) -> str:
     return str(Path(cwd or os.getcwd()).resolve())
 
@@ -571,7 +566,7 @@ def default_store_path() -> Path:
     """`$SUBAGENTS_STORE`, else `$SUBAGENTS_HOME/state.db` (home defaults to ~/.subagents)."""
     explicit = os.environ.get("SUBAGENTS_STORE")
     if explicit:
-        from ..sessions._sqlite import parse_store_url
+        from ..sessions import parse_store_url
 
         return parse_store_url(explicit)
     home = os.environ.get("SUBAGENTS_HOME") or str(Path.home() / ".subagents")

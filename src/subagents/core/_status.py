@@ -12,8 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from ..sessions import StopReason
-from ..sessions._projections import StatusView
+from ..sessions import StatusView, StopReason
 
 __all__ = ["Status", "live_status", "settled_status", "stored_status"]
 

@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator, SchemaError
 from .._yaml import MAX_NESTING as _YAML_NESTING, BoundedLoader, YamlLimitError
 from ..errors import SubagentsError
 from ..messages import JsonObject
-from ..models._model_spec import parse_model_spec
+from ..models import parse_model_spec
 
 __all__ = [
     "BUDGET_KEYS",

@@ -30,6 +30,12 @@ from ._service import (
     SubagentService as SubagentService,
     SubagentStarted as SubagentStarted,
 )
+from ._tree import (
+    TreeMember as TreeMember,
+    find_member as find_member,
+    load_tree as load_tree,
+    tree_json as tree_json,
+)
 
 __all__ = [
     "Admission",
@@ -51,8 +57,12 @@ __all__ = [
     "TaskOutcome",
     "TaskRegistry",
     "ToolFilter",
+    "TreeMember",
     "catalog_entries",
     "child_names",
+    "find_member",
+    "load_tree",
     "resolve_name",
     "resolve_tools",
+    "tree_json",
 ]

@@ -20,8 +20,7 @@ from ..core import Agent, AgentRuntime
 from ..errors import ErrorCode, SubagentError
 from ..ids import SessionId
 from ..messages import MessageSource, user_message
-from ..sessions import EventRecord, UserMessageEvent
-from ..sessions._session import Session
+from ..sessions import EventRecord, Session, UserMessageEvent
 
 __all__ = ["TaskOutcome", "TaskRecord", "TaskRegistry", "TaskStatus", "status_line"]
 

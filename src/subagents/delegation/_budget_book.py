@@ -15,8 +15,7 @@ import msgspec
 from ..core import Agent, AgentRuntime, Budget, Ledger
 from ..errors import ErrorCode, StoreError, SubagentError
 from ..ids import SessionId
-from ..sessions import EventRecord, SubagentDescriptor
-from ..sessions._projections import UsageProjection, fold
+from ..sessions import EventRecord, SubagentDescriptor, UsageProjection, fold
 from ._catalog import catalog_entries
 
 __all__ = ["BudgetBook", "combined", "recorded_budget", "with_budget"]

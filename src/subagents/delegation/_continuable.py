@@ -28,8 +28,8 @@ from ..sessions import (
     SessionHeader,
     SubagentCatalog,
     SubagentSettled,
+    interrupted_turn_closers,
 )
-from ..sessions._repair import interrupted_turn_closers
 from ._catalog import full_name_of
 from ._continuable_log import (
     descriptor_for,

@@ -94,6 +94,14 @@ class SubagentRun(Protocol):
 
 
 class SubagentProvider(Protocol):
+    """One transport for running one-shot children, registered under its `name`.
+
+    `capabilities` are the start-time options it enforces (the service refuses a start that
+    needs one it lacks, before any child exists); `inherits_parent_context` says whether its
+    child starts from the parent's completed turns. `start` creates the child, calls
+    `request.establish` once it exists, gives it the prompt and returns its run.
+    """
+
     @property
     def name(self) -> str: ...
 

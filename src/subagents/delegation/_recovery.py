@@ -34,13 +34,14 @@ from ..ids import SessionId
 from ..messages import MessageSource, user_message
 from ..sessions import (
     EventRecord,
+    KnownOutcome,
     RequestHeader,
     SessionHeader,
     SubagentCatalog,
     SubagentDescriptor,
     ToolResultEvent,
+    has_open_turn,
 )
-from ..sessions._repair import KnownOutcome, has_open_turn
 from ._catalog import full_name_of
 from ._continuable_log import own_descriptor, restored_profile
 from ._results import SubagentResult, result_from_log

@@ -25,8 +25,13 @@ from ..errors import ConfigError, ErrorCode, NotFoundError, SubagentError, Usage
 from ..ids import SessionId
 from ..models import Model
 from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode, store_paths
-from ..sessions import EventStore, SandboxModeSet, SubagentDescriptor
-from ..sessions._repair import DEFAULT_CRASH_RETRIES, KnownOutcome
+from ..sessions import (
+    DEFAULT_CRASH_RETRIES,
+    EventStore,
+    KnownOutcome,
+    SandboxModeSet,
+    SubagentDescriptor,
+)
 from ..tools import ToolSpec
 from ..workspace import workspace_tools
 from ._background import TaskRegistry

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core._inspect import TreeRow, root_row, total_usage, usage_json
-from ..core._status import stored_status
+from ..core import TreeRow, root_row, stored_status, total_usage, usage_json
 from ..errors import NotFoundError
 from ..ids import SessionId
 from ..names import ROOT_NAME
-from ..sessions import EventRecord, EventStore, SessionHeader, SubagentCatalog
-from ..sessions._projections import StatusProjection, UsageProjection, fold
+from ..sessions import (
+    EventRecord,
+    EventStore,
+    SessionHeader,
+    StatusProjection,
+    SubagentCatalog,
+    UsageProjection,
+    fold,
+)
 from ._budget_book import recorded_budget
 from ._catalog import (
     catalog_entries,

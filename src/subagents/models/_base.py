@@ -65,10 +65,14 @@ class ModelRequest:
 
 
 class TextDelta(msgspec.Struct, frozen=True):
+    """A piece of the response's visible text; consecutive pieces join into one `TextBlock`."""
+
     text: str
 
 
 class ReasoningDelta(msgspec.Struct, frozen=True):
+    """A piece of the model's reasoning; consecutive pieces join into one `ReasoningBlock`."""
+
     text: str
 
 
@@ -82,10 +86,18 @@ class ToolCallDelta(msgspec.Struct, frozen=True):
 
 
 class UsageChunk(msgspec.Struct, frozen=True):
+    """The call's token usage; when a stream sends several, the last one counts (not a sum)."""
+
     usage: Usage
 
 
 class Finish(msgspec.Struct, frozen=True):
+    """The end of a response stream: why the model stopped.
+
+    `replay_state` is opaque adapter state, copied into the `AssistantMessage` so that the
+    adapter can send the message back on a later call.
+    """
+
     reason: FinishReason
     replay_state: JsonValue = None
 

@@ -4,6 +4,7 @@ from ._events import (
     AssistantMessageEvent as AssistantMessageEvent,
     EventRecord as EventRecord,
     InboxSpliced as InboxSpliced,
+    InboxTarget as InboxTarget,
     ModelErrorEvent as ModelErrorEvent,
     RequestHeader as RequestHeader,
     SandboxModeSet as SandboxModeSet,
@@ -30,23 +31,45 @@ from ._events import (
     UserMessageEvent as UserMessageEvent,
 )
 from ._memory import InMemoryEventStore as InMemoryEventStore
+from ._projections import (
+    StatusProjection as StatusProjection,
+    StatusView as StatusView,
+    TranscriptProjection as TranscriptProjection,
+    UsageProjection as UsageProjection,
+    UsageView as UsageView,
+    fold as fold,
+)
+from ._repair import (
+    DEFAULT_CRASH_RETRIES as DEFAULT_CRASH_RETRIES,
+    KnownOutcome as KnownOutcome,
+    crash_recovery as crash_recovery,
+    has_open_turn as has_open_turn,
+    interrupted_turn_closers as interrupted_turn_closers,
+)
+from ._session import Session as Session
 from ._sqlite import SqliteEventStore as SqliteEventStore, parse_store_url as parse_store_url
 from ._store import EventStore as EventStore, Lease as Lease
 
 __all__ = [
     "AssistantMessageEvent",
+    "DEFAULT_CRASH_RETRIES",
     "EventRecord",
     "EventStore",
     "InMemoryEventStore",
     "InboxSpliced",
+    "InboxTarget",
+    "KnownOutcome",
     "Lease",
     "ModelErrorEvent",
     "RequestHeader",
     "SandboxModeSet",
+    "Session",
     "SessionEndSeed",
     "SessionEvent",
     "SessionHeader",
     "SqliteEventStore",
+    "StatusProjection",
+    "StatusView",
     "StepEnd",
     "StepStart",
     "StopReason",
@@ -62,8 +85,15 @@ __all__ = [
     "ToolWorkflowAgentStart",
     "ToolWorkflowRunEnd",
     "ToolWorkflowRunStart",
+    "TranscriptProjection",
     "TurnEnd",
     "TurnStart",
+    "UsageProjection",
+    "UsageView",
     "UserMessageEvent",
+    "crash_recovery",
+    "fold",
+    "has_open_turn",
+    "interrupted_turn_closers",
     "parse_store_url",
 ]

@@ -90,10 +90,22 @@ class _Event(msgspec.Struct, frozen=True, tag_field="kind", kw_only=True, omit_d
 
 
 class TurnStart(_Event, frozen=True, tag="turn/start"):
+    """A turn began; written before its first step.
+
+    `turn` numbers the agent's turns from 1 and continues across resumes. Every `turn/start`
+    is closed by a `turn/end` (by crash repair when the process died in between).
+    """
+
     turn: int
 
 
 class TurnEnd(_Event, frozen=True, tag="turn/end"):
+    """A turn ended, and why (`reason`); written after its last step closed.
+
+    v2 adds the `budget` reason. `error_code` and `error_message` are set for `error` (the
+    failure that ended the turn) and `budget` (`BUDGET_EXHAUSTED` and what was spent).
+    """
+
     turn: int
     reason: StopReason
     cause: str | None = None
@@ -103,21 +115,47 @@ class TurnEnd(_Event, frozen=True, tag="turn/end"):
 
 
 class StepStart(_Event, frozen=True, tag="step/start"):
+    """A step began: one model request and the tool calls it asks for (docs/design.md §5.2).
+
+    Written before the step's claimed input (`user/message`) and its model call; `step`
+    counts from 1 within the turn.
+    """
+
     turn: int
     step: int
 
 
 class StepEnd(_Event, frozen=True, tag="step/end"):
+    """A step closed; in a step that ran to its end, its response and tool results precede it.
+
+    Also written when a cancellation or a spent budget cuts the step, and by crash repair.
+    """
+
     turn: int
     step: int
 
 
 class UserMessageEvent(_Event, frozen=True, tag="user/message"):
+    """A user message entered the transcript, taken from the inbox at the start of a step.
+
+    It is also the claim (docs/design.md §5.1): replaying the inbox drops a message once its
+    `user/message` is in the log. `turn` is the turn it entered.
+    """
+
     message: UserMessage
     turn: int | None = None
 
 
 class AssistantMessageEvent(_Event, frozen=True, tag="assistant/message"):
+    """A model response, written when its stream ended, before any of its tool calls runs.
+
+    Attributes:
+        finish: The stream's finish reason (`stop`, `tool-calls`, `max-tokens`, `refusal`).
+        usage: The tokens the model reported for this call; None when it reported none.
+        interrupted: The call was cancelled mid-stream: `message` is the visible prefix that
+            had streamed, without tool calls. A cut call with no visible text is not recorded.
+    """
+
     turn: int
     step: int
     message: AssistantMessage
@@ -136,6 +174,14 @@ class ModelErrorEvent(_Event, frozen=True, tag="model/error"):
 
 
 class ToolCallEvent(_Event, frozen=True, tag="tool/call"):
+    """A tool call was dispatched: written before its handler starts.
+
+    So crash repair can tell a call that never started from one whose outcome is unknown
+    (docs/design.md §12). A tool marked `checkpoint` starts only once this record is durable.
+    A call a cancellation kept from starting gets this record with its `ABORTED_BEFORE_DISPATCH`
+    result. `arguments` is the raw JSON string the model wrote.
+    """
+
     turn: int
     step: int
     call_id: str
@@ -144,6 +190,17 @@ class ToolCallEvent(_Event, frozen=True, tag="tool/call"):
 
 
 class ToolResultEvent(_Event, frozen=True, tag="tool/result"):
+    """A tool call's result, committed in the order of the calls in the response.
+
+    Also written for calls a cancellation cut (`ABORTED`, `ABORTED_BEFORE_DISPATCH`) and by
+    crash repair (`TOOL_NOT_STARTED`, `TOOL_OUTCOME_UNKNOWN`).
+
+    Attributes:
+        code: The error code of a failed call; None when it succeeded.
+        concludes_turn: The tool ended the turn with this result (`conclude_turn()`), so the
+            model is not called again for it.
+    """
+
     turn: int
     step: int
     message: ToolResultMessage
@@ -152,6 +209,14 @@ class ToolResultEvent(_Event, frozen=True, tag="tool/result"):
 
 
 class InboxSpliced(_Event, frozen=True, tag="agent/inbox/spliced"):
+    """A change to one pending inbox list: `removed` items at `start` replaced by `inserted`.
+
+    The inbox is a projection of these (docs/design.md §5.1). Written when a message is
+    queued (also into a stored session no process has loaded), when pending messages are
+    cancelled (`outcome="canceled"`), and by crash repair, which queues a turn's retry first in
+    `next-turn`. Taking a message out to run it writes no splice: its `user/message` does that.
+    """
+
     target: InboxTarget
     start: int
     removed: int = 0
@@ -160,6 +225,13 @@ class InboxSpliced(_Event, frozen=True, tag="agent/inbox/spliced"):
 
 
 class RequestHeader(_Event, frozen=True, tag="request/header"):
+    """What the model is called with: provider, model, system prompt and tool names.
+
+    Written before a step's model call when these differ from the last header this agent
+    logged. `reason`: `initial` (the first in the session's log), `resume` (the first request of
+    an agent loaded from a log that already has a header) or `change` (one of them changed).
+    """
+
     reason: Literal["initial", "resume", "change"]
     provider: str
     model: str
@@ -168,7 +240,11 @@ class RequestHeader(_Event, frozen=True, tag="request/header"):
 
 
 class SessionEndSeed(_Event, frozen=True, tag="session/end-seed"):
-    pass
+    """The end of a fork's seed: the events before it are the parent's, copied at the fork.
+
+    Written once, right after the seed, in the forked child's first append;
+    `SessionHeader.seed_length` counts the seed and this marker.
+    """
 
 
 class SubagentCatalog(_Event, frozen=True, kw_only=True, tag="subagent/catalog"):
@@ -241,12 +317,25 @@ class TeamTaskCreated(_Event, frozen=True, kw_only=True, tag="team/task-created"
 
 
 class TeamTaskClaimed(_Event, frozen=True, kw_only=True, tag="team/task-claimed"):
+    """An agent claimed a task on the tree's shared board (in the root's log), now `in_progress`.
+
+    Written once the claim was checked (unclaimed, every blocker completed) with no await in
+    between, so of two claimers only one is recorded.
+    """
+
     task_id: str
     owner: str
     """The claiming agent's session id (names are resolved when shown)."""
 
 
 class TeamTaskUpdated(_Event, frozen=True, kw_only=True, tag="team/task-updated"):
+    """A board task's status was set, by its owner (or anyone while unclaimed); in the root's log.
+
+    Attributes:
+        note: Text added to the task's notes; empty adds none.
+        by: The updating agent's session id.
+    """
+
     task_id: str
     status: Literal["pending", "in_progress", "completed"]
     note: str = ""

@@ -44,6 +44,7 @@ class Projection(Protocol[S]):
 
 
 def fold(projection: Projection[S], records: Iterable[EventRecord]) -> S:
+    """Run `projection` over `records` from its initial state and return the final state."""
     state = projection.init()
     for record in records:
         state = projection.apply(state, record)

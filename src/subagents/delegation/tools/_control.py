@@ -8,14 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...core import Agent
-from ...core._status import Status, live_status, stored_status
+from ...core import Agent, Status, live_status, stored_status
 from ...errors import ErrorCode, SubagentError
 from ...ids import SessionId
 from ...messages import JsonObject, MessageSource, user_message
 from ...names import full_name
-from ...sessions import EventRecord
-from ...sessions._projections import StatusProjection, fold
+from ...sessions import EventRecord, StatusProjection, fold
 from ...tools import ToolContext, ToolSpec
 from .._catalog import catalog_entries
 from .._continuable import ContinuableManager

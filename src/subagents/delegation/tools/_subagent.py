@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ...core import Agent
 from ...errors import ErrorCode, SubagentError, ToolError
 from ...messages import JsonObject
-from ...sessions._repair import KnownOutcome
+from ...sessions import KnownOutcome
 from ...tools import ToolContext, ToolResult, ToolSpec
 from .._results import CANCELLED_TEXT, NO_OUTPUT_TEXT, SubagentResult, failure_headline
 from .._scope import pick_definition
@@ -50,6 +50,7 @@ class SubagentToolConfig:
 
 
 def calling_agent(service: SubagentService, ctx: ToolContext, tool_name: str) -> Agent:
+    """The live agent whose tool call this is; `NO_CALLER` when it is not live here."""
     agent = service.runtime.get_agent(ctx.agent_id)
     if agent is None:
         raise SubagentError(

@@ -24,11 +24,12 @@ from ...sessions import (
     EventRecord,
     ModelErrorEvent,
     SessionHeader,
+    StatusProjection,
     ToolResultEvent,
     TurnEnd,
     UserMessageEvent,
+    fold,
 )
-from ...sessions._projections import StatusProjection, fold
 from ...tools import ToolContext, ToolSpec
 from .._background import TaskRegistry
 from .._catalog import full_name_of
