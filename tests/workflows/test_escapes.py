@@ -177,9 +177,7 @@ async def open_runtime(
         tools=[gates.tool()] if gates is not None else [],
         delegation=subagents.DelegationOptions(definitions={}),
         sandbox=mode,
-    )
-    runtime.workflow_options = WorkflowOptions(
-        wall_seconds=30.0, limits=Limits(processes=PROCESS_LIMIT)
+        workflow_options=WorkflowOptions(wall_seconds=30.0, limits=Limits(processes=PROCESS_LIMIT)),
     )
     async with runtime:
         lead = await runtime.create_agent()

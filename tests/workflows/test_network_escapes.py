@@ -49,8 +49,8 @@ async def run_attack(world: World, mode: SandboxMode, spec: dict[str, Any]) -> d
         cwd=world.workspace,
         delegation=subagents.DelegationOptions(definitions={}),
         sandbox=mode,
+        workflow_options=WorkflowOptions(wall_seconds=30.0, limits=Limits(processes=16)),
     )
-    runtime.workflow_options = WorkflowOptions(wall_seconds=30.0, limits=Limits(processes=16))
     started: list[WorkflowProcessStarted] = []
     async with runtime:
         lead = await runtime.create_agent()

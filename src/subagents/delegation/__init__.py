@@ -18,7 +18,11 @@ from ._providers import (
     ToolFilter as ToolFilter,
 )
 from ._results import SubagentResult as SubagentResult
-from ._runtime import DelegationOptions as DelegationOptions, DelegationRuntime as DelegationRuntime
+from ._runtime import (
+    DelegationOptions as DelegationOptions,
+    DelegationRuntime as DelegationRuntime,
+    RuntimeOptions as RuntimeOptions,
+)
 from ._scope import AgentProfile as AgentProfile, resolve_tools as resolve_tools
 from ._service import (
     Admission as Admission,
@@ -46,6 +50,7 @@ __all__ = [
     "InProcessProvider",
     "ProviderAdded",
     "ProviderRemoved",
+    "RuntimeOptions",
     "ServiceRun",
     "StartRequest",
     "SubagentEnded",

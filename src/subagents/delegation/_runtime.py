@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Self, cast
+from typing import Literal, Required, Self, TypedDict, cast
 
 from .._clock import Clock
 from ..core import Agent, AgentConfig, AgentRuntime, Budget
@@ -51,7 +51,7 @@ from ._wording import (
 )
 from .tools import SubagentToolConfig, control_tools, mount_subagent_tool, report_tool, task_tools
 
-__all__ = ["DelegationOptions", "DelegationRuntime"]
+__all__ = ["DelegationOptions", "DelegationRuntime", "RuntimeOptions"]
 
 log = logging.getLogger("subagents.definitions")
 
@@ -107,6 +107,23 @@ class DelegationOptions:
         """The folder `definitions` names, or None for a mapping or the tenant's tiers."""
         given = self.definitions
         return Path(given) if isinstance(given, str | os.PathLike) else None
+
+
+class RuntimeOptions(TypedDict, total=False):
+    """`DelegationRuntime`'s keyword arguments, for a runtime built on it (`model` required)."""
+
+    model: Required[Model]
+    store: EventStore | str | Path | None
+    tools: Iterable[ToolSpec]
+    clock: Clock | None
+    tenant: str
+    cwd: str | Path | None
+    model_spec: str | None
+    delegation: DelegationOptions | None
+    model_factory: Callable[[str], Model] | None
+    sandbox: SandboxMode
+    workspace_tools: bool
+    crash_retries: int
 
 
 class DelegationRuntime(AgentRuntime):
