@@ -507,7 +507,7 @@ async def test_bug_resume_never_redelivers_a_cut_off_settlement(tmp_path: Path) 
     delivered, the parent woken), as `resume_unsettled` promises ("its parent hears how it
     ended").
 
-    Once that was fixed, a second bug showed here in about 1 run in 15 under load, wherever
+    Once that was fixed, a second bug showed here in 5 of 160 runs under load, wherever
     the kill landed: resume reactivated `alpha` before `alpha/sub`, so alpha settled at once
     and alpha/sub's notice resumed it again while the first activation was still writing its
     `subagent/settled` marker; the second copy, loaded from the log without it, lost the
