@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from subagents.definitions import DefinitionProblem, load_definitions, parse_definition
-from subagents.definitions._files import MAX_DEFINITION_BYTES
 from subagents.definitions._frontmatter import MAX_NESTING
+from subagents.definitions._load import MAX_DEFINITION_BYTES
 
 GOOD = "---\nname: good\ndescription: A fine agent.\n---\nDo the work.\n"
 

@@ -3,7 +3,7 @@
 They are read from the project, user and tenant tiers, or from a folder the caller names.
 """
 
-from ._files import (
+from ._load import (
     AgentDefinition as AgentDefinition,
     DefinitionProblem as DefinitionProblem,
     Tier as Tier,

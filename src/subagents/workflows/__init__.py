@@ -10,7 +10,9 @@ from ._engine import (
     WorkflowRequest as WorkflowRequest,
     WorkflowRun as WorkflowRun,
 )
-from ._events import (
+from ._meta import PhaseMeta as PhaseMeta, WorkflowMeta as WorkflowMeta
+from ._records import validate_workflow_records as validate_workflow_records
+from ._reports import (
     AbortSignal as AbortSignal,
     AgentInfo as AgentInfo,
     WorkflowAgentEnded as WorkflowAgentEnded,
@@ -24,8 +26,6 @@ from ._events import (
     WorkflowRunInfo as WorkflowRunInfo,
     WorkflowStarted as WorkflowStarted,
 )
-from ._meta import PhaseMeta as PhaseMeta, WorkflowMeta as WorkflowMeta
-from ._records import validate_workflow_records as validate_workflow_records
 from ._runtime import Runtime as Runtime
 from ._script_runtime import (
     GuestProcessRuntime as GuestProcessRuntime,

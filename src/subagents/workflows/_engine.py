@@ -31,7 +31,11 @@ from ..messages import JsonValue
 from ..policy import ConfinedProcess, Limits, SandboxMode, SandboxPolicy, resolve_policy
 from ..sessions import SandboxModeSet
 from ._children import ServiceStarter
-from ._events import (
+from ._guest import NotJson, ScriptParseError, compile_script, materialize
+from ._host import HostLimits, WorkflowHost, render_exception
+from ._meta import WorkflowMeta, parse_meta
+from ._protocol import MAX_RESULT_BYTES, SAFE_INTEGER, terminal_result
+from ._reports import (
     AbortSignal,
     Listener,
     Listeners,
@@ -41,10 +45,6 @@ from ._events import (
     WorkflowRunInfo,
     WorkflowStarted,
 )
-from ._guest import NotJson, ScriptParseError, compile_script, materialize
-from ._host import HostLimits, WorkflowHost, render_exception
-from ._meta import WorkflowMeta, parse_meta
-from ._protocol import MAX_RESULT_BYTES, SAFE_INTEGER, terminal_result
 from ._script_runtime import GuestProcessRuntime, RunFailure, RunOutcome, RunSpec, ScriptRuntime
 
 __all__ = ["WorkflowEngine", "WorkflowOptions", "WorkflowRequest", "WorkflowRun"]

@@ -23,7 +23,9 @@ from typing import Any, Protocol, TypeAlias, cast
 from .._task_owner import TaskOwner
 from ..errors import ErrorCode, SubagentsError, WorkflowError
 from ..messages import JsonObject, JsonValue
-from ._events import (
+from ._guest import NotJson, materialize, schema_subset_problem
+from ._protocol import SAFE_INTEGER
+from ._reports import (
     AbortSignal,
     AgentInfo,
     AgentOutcome,
@@ -34,8 +36,6 @@ from ._events import (
     WorkflowPhaseStarted,
     WorkflowRunInfo,
 )
-from ._guest import NotJson, materialize, schema_subset_problem
-from ._protocol import SAFE_INTEGER
 
 __all__ = [
     "Binding",

@@ -17,8 +17,8 @@ from typing import Any, cast
 
 from ..errors import ErrorCode, WorkflowError
 from ..messages import JsonObject, JsonValue
-from ._events import StopReason, WorkflowResult
 from ._guest import NotJson, materialize
+from ._reports import StopReason, WorkflowResult
 
 __all__ = [
     "BINDINGS",

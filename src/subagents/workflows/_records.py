@@ -25,13 +25,13 @@ from ..sessions import (
     ToolWorkflowRunEnd,
     ToolWorkflowRunStart,
 )
-from ._events import StopReason, WorkflowAgentEnded, WorkflowAgentStarted, WorkflowEnded
 from ._host import render_exception
 from ._protocol import SAFE_INTEGER
+from ._reports import StopReason, WorkflowAgentEnded, WorkflowAgentStarted, WorkflowEnded
 
 if TYPE_CHECKING:
     from ..core import Agent
-    from ._events import WorkflowEvent
+    from ._reports import WorkflowEvent
 
 __all__ = ["RunRecorder", "WorkflowRecord", "validate_workflow_records"]
 

@@ -25,7 +25,6 @@ from .._task_owner import TaskOwner
 from ..errors import SubagentsError
 from ..messages import JsonValue
 from ..policy import ConfinedProcess, Confinement, Limits, SandboxPolicy, confinement, spawn
-from ._events import AbortSignal
 from ._host import Binding, render_exception
 from ._protocol import (
     MAX_FRAME_BYTES,
@@ -37,6 +36,7 @@ from ._protocol import (
     read_frame,
     reply_frame,
 )
+from ._reports import AbortSignal
 
 __all__ = [
     "FailureKind",

@@ -20,8 +20,8 @@ from ..errors import ErrorCode, WorkflowError
 from ..messages import JsonObject, JsonValue
 from ..tools import ToolContext, ToolSpec
 from ._engine import WorkflowEngine, WorkflowOptions, WorkflowRequest
-from ._events import WorkflowResult
 from ._records import RunRecorder
+from ._reports import WorkflowResult
 
 if TYPE_CHECKING:
     from .._clock import Clock
