@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 from delegation_support import Gates, Lifecycle, events, make_runtime, wait_for_record
 
-from subagents.delegation import StartRequest, SubagentEnded, SubagentRun, SubagentStarted
+from subagents.delegation import (
+    ResumeRequest,
+    StartRequest,
+    SubagentChild,
+    SubagentEnded,
+    SubagentStarted,
+)
 from subagents.delegation._providers import Capability
 from subagents.errors import SubagentError
 from subagents.sessions import TurnEnd
@@ -144,8 +150,14 @@ class RejectingProvider:
     capabilities: frozenset[Capability] = frozenset({"depth_limit"})
     inherits_parent_context = False
 
-    async def start(self, request: StartRequest) -> SubagentRun:
+    async def start(self, request: StartRequest) -> SubagentChild:
         raise SubagentError("the backend refused")
+
+    async def resume(self, request: ResumeRequest) -> SubagentChild:
+        raise SubagentError("the backend refused")
+
+    def list(self) -> list[SubagentChild]:
+        return []
 
 
 async def test_a_start_that_fails_emits_no_lifecycle_event() -> None:

@@ -21,7 +21,13 @@ from delegation_support import (
 
 from subagents import AgentConfig
 from subagents.core import Agent
-from subagents.delegation import DelegationRuntime, StartRequest, SubagentRun, resolve_name
+from subagents.delegation import (
+    DelegationRuntime,
+    ResumeRequest,
+    StartRequest,
+    SubagentChild,
+    resolve_name,
+)
 from subagents.delegation._catalog import store_readers
 from subagents.delegation._providers import Capability
 from subagents.delegation._tree import load_tree
@@ -270,8 +276,14 @@ class FailingProvider:
     capabilities: frozenset[Capability] = frozenset({"depth_limit"})
     inherits_parent_context = False
 
-    async def start(self, request: StartRequest) -> SubagentRun:
+    async def start(self, request: StartRequest) -> SubagentChild:
         raise SubagentError(f"cannot start {request.name}")
+
+    async def resume(self, request: ResumeRequest) -> SubagentChild:
+        raise SubagentError(f"cannot resume {request.full_name}")
+
+    def list(self) -> list[SubagentChild]:
+        return []
 
 
 async def test_a_provider_failure_releases_the_name() -> None:

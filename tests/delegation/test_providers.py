@@ -10,14 +10,15 @@ from delegation_support import Gates, Lifecycle, ToolReply, make_runtime, replie
 from subagents import DelegationOptions
 from subagents.core import Agent
 from subagents.delegation import (
+    Capability,
     DelegationRuntime,
     InProcessProvider,
     ProviderAdded,
     ProviderRemoved,
+    ResumeRequest,
     StartRequest,
-    SubagentRun,
+    SubagentChild,
 )
-from subagents.delegation._providers import Capability
 from subagents.delegation._wording import prompt_description, tool_description
 from subagents.delegation.tools._subagent import SubagentToolConfig, mount_subagent_tool
 from subagents.errors import DuplicateError, ErrorCode, SubagentError
@@ -45,9 +46,15 @@ class TinyProvider:
     def inherits_parent_context(self) -> bool:
         return False
 
-    async def start(self, request: StartRequest) -> SubagentRun:
+    async def start(self, request: StartRequest) -> SubagentChild:
         self.starts.append(request.name)
         return await self._inner.start(request)
+
+    async def resume(self, request: ResumeRequest) -> SubagentChild:
+        return await self._inner.resume(request)
+
+    def list(self) -> list[SubagentChild]:
+        return self._inner.list()
 
 
 class ProviderEvents:

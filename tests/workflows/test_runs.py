@@ -182,9 +182,14 @@ async def test_children_are_collected_and_cleanup_finishes_before_the_result(
         await child_run.disposing.wait()
         assert not run.result.done()
         [start] = stub.requests
-        assert (start.label, start.prompt, start.cwd, start.output_schema) == (
+        assert (
+            start.descriptor.label,
+            [m.text for m in child_run.sent],
+            start.cwd,
+            start.descriptor.output_schema,
+        ) == (
             "host-test child 1",
-            "answer",
+            ["answer"],
             lead.session.header.cwd,
             SCHEMA,
         )
@@ -209,7 +214,7 @@ async def test_without_overrides_a_child_runs_the_parents_model() -> None:
         rt.subagents.register_provider(stub)
         await run_to_end(eng.start(request(lead)))
         assert rt.subagents.model_specs == {}
-        assert stub.requests[0].output_schema is None
+        assert stub.requests[0].descriptor.output_schema is None
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,9 @@ the guest process is watched through `workflow/process` events and /proc, never 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +18,33 @@ from typing import Any
 
 from subagents import DelegationOptions
 from subagents.core import Agent
-from subagents.delegation import DelegationRuntime, StartRequest, SubagentResult, SubagentRun
-from subagents.delegation._providers import Capability
-from subagents.ids import SessionId
-from subagents.messages import JsonValue
+from subagents.delegation import (
+    Capability,
+    DelegationRuntime,
+    ResumeRequest,
+    StartRequest,
+    SubagentChild,
+    SubagentResult,
+)
+from subagents.errors import SubagentError
+from subagents.ids import SessionId, new_message_id
+from subagents.messages import (
+    AssistantMessage,
+    JsonValue,
+    TextBlock,
+    ToolResultMessage,
+    UserMessage,
+)
 from subagents.policy import Confinement, SandboxMode
-from subagents.sessions import ToolResultEvent
+from subagents.sessions import (
+    AssistantMessageEvent,
+    EventRecord,
+    SessionEvent,
+    StopReason,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+)
 from subagents.testing import FakeClock, InMemoryEventStore, RecordingModel
 from subagents.tools import ToolSpec, tool
 from subagents.workflows import (
@@ -39,6 +61,8 @@ from subagents.workflows._script_runtime import GUEST_PATH
 
 META: dict[str, Any] = {"name": "host-test", "description": "workflow callbacks"}
 FAST = WorkflowOptions(wall_seconds=30.0)
+STRUCTURED_TOOL = "structured_output"
+"""The tool a child answers a schema through (what its log records)."""
 
 __all__ = [
     "COMPLETED",
@@ -54,6 +78,7 @@ __all__ = [
     "open_engine",
     "pid_alive",
     "request",
+    "result_records",
     "run_to_end",
     "tool_replies",
 ]
@@ -151,9 +176,30 @@ class Recorder:
         return started.pid
 
 
+def result_records(result: SubagentResult) -> list[EventRecord]:
+    """A log that says `result`, as a child run elsewhere would have written it."""
+    events: list[SessionEvent] = []
+    if result.output:
+        message = AssistantMessage(id=new_message_id(), content=(TextBlock(result.output),))
+        events.append(AssistantMessageEvent(turn=1, step=1, message=message))
+    if result.structured is not None:
+        call = "call-structured"
+        arguments = json.dumps(result.structured)
+        events.append(
+            ToolCallEvent(turn=1, step=1, call_id=call, name=STRUCTURED_TOOL, arguments=arguments)
+        )
+        answer = ToolResultMessage(
+            id=new_message_id(), call_id=call, name=STRUCTURED_TOOL, content="recorded"
+        )
+        events.append(ToolResultEvent(turn=1, step=1, message=answer))
+    reason: StopReason = "completed" if result.stop_reason == "completed" else "aborted"
+    events.append(TurnEnd(turn=1, reason=reason))
+    return [EventRecord(seq=i, time=0.0, event=e) for i, e in enumerate(events)]
+
+
 @dataclass
 class StubRun:
-    """A child the test controls: its result and its disposal are gates."""
+    """A child the test controls (run elsewhere): its result and its disposal are gates."""
 
     id: SessionId
     result: asyncio.Future[SubagentResult]
@@ -161,22 +207,48 @@ class StubRun:
     disposals: int = 0
     disposing: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: asyncio.Event = field(default_factory=asyncio.Event)
+    sent: list[UserMessage] = field(default_factory=list[UserMessage])
 
     @property
     def local_agent(self) -> Agent | None:
         return None
 
-    async def wait(self) -> SubagentResult:
-        self.waiting.set()
-        return await asyncio.shield(self.result)
+    @property
+    def seed_length(self) -> int:
+        return 0
 
-    async def dispose(self) -> None:
+    @property
+    def running(self) -> bool:
+        return not self.result.done()
+
+    @property
+    def pending(self) -> bool:
+        return False
+
+    async def send(self, message: UserMessage, *, durable: bool = True) -> UserMessage:
+        self.sent.append(message)
+        return message
+
+    async def wake(self) -> None:
+        return None
+
+    async def interrupt(self, *, keep_inbox: bool = True) -> None:
+        await self.kill(keep_inbox=keep_inbox)
+
+    async def wait(self) -> None:
+        self.waiting.set()
+        await asyncio.shield(self.result)
+
+    async def kill(self, *, keep_inbox: bool = False) -> None:
         self.disposals += 1
         self.disposing.set()
         if self.dispose_gate is not None:
             await self.dispose_gate.wait()
         if not self.result.done():
             self.result.set_result(SubagentResult(output="", stop_reason="aborted"))
+
+    async def records(self) -> Sequence[EventRecord]:
+        return result_records(self.result.result()) if self.result.done() else []
 
 
 class StubProvider:
@@ -199,16 +271,21 @@ class StubProvider:
         result.set_result(SubagentResult(output="", stop_reason="completed"))
         return StubRun(SessionId(f"stub-child-{index}"), result)
 
-    async def start(self, request: StartRequest) -> SubagentRun:
+    async def start(self, request: StartRequest) -> SubagentChild:
         self.requests.append(request)
         self.entered.set()
         if self.publication is not None:
             await self.publication
         run = self.make(len(self.runs) + 1)
         self.runs.append(run)
-        await request.establish(run.id)
         self.published.set()
         return run
+
+    async def resume(self, request: ResumeRequest) -> SubagentChild:
+        raise SubagentError(f"the stub provider cannot resume {request.full_name}")
+
+    def list(self) -> list[SubagentChild]:
+        return [run for run in self.runs if not run.result.done()]
 
 
 def request(

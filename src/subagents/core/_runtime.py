@@ -12,7 +12,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
+from typing import Literal, Self, cast
 
 from .._clock import Clock, SystemClock
 from ..errors import ClosedError, ConfigError, ErrorCode, LeaseHeld, SubagentError
@@ -28,6 +28,7 @@ from ..sessions import (
     InboxSpliced,
     InboxTarget,
     KnownOutcome,
+    Lease,
     Session,
     SessionEndSeed,
     SessionEvent,
@@ -108,7 +109,8 @@ class AgentRuntime:
 
     The runtime owns what it is given: it opens and closes the store and the model.
     `store` is an `EventStore`, a path or `sqlite:///` URL, or None for the default
-    (`$SUBAGENTS_STORE`, else `$SUBAGENTS_HOME/state.db`).
+    (`$SUBAGENTS_STORE`, else `$SUBAGENTS_HOME/state.db`). A process another runtime started
+    to run a child of its tree passes that runtime's `holder` as `lease_from`.
     """
 
     def __init__(
@@ -123,11 +125,18 @@ class AgentRuntime:
         model_spec: str | None = None,
         model_factory: Callable[[str], Model] | None = None,
         crash_retries: int = DEFAULT_CRASH_RETRIES,
+        lease_from: str | None = None,
     ) -> None:
         check_tenant_id(tenant)
         if type(crash_retries) is not int or crash_retries < 0:  # a bool is not a count
             raise ConfigError(
                 f"crash_retries must be a whole number >= 0, not {crash_retries!r}",
+                code=ErrorCode.USAGE,
+            )
+        given = cast("object", lease_from)  # what callers pass is not type-checked
+        if given is not None and (not isinstance(given, str) or not given):
+            raise ConfigError(
+                f"lease_from must be a runtime's holder name, not {lease_from!r}",
                 code=ErrorCode.USAGE,
             )
         self.crash_retries = crash_retries
@@ -149,6 +158,10 @@ class AgentRuntime:
         self.work = WorkTracker()
         self.holder = f"{_holder_name()}/{uuid.uuid4().hex[:8]}"
         self._held: set[SessionId] = set()
+        self.lease_from = lease_from
+        """The `holder` of the runtime that started this process to run part of its trees:
+        a tree that runtime holds is worked here under its lease, never taken or released."""
+        self._borrowed: set[SessionId] = set()
         self._stored_locks: dict[SessionId, asyncio.Lock] = {}
         self._stack = AsyncExitStack()
         self._state: Literal["unopened", "opened", "closed"] = "unopened"
@@ -203,11 +216,14 @@ class AgentRuntime:
 
         Raises `LeaseHeld` naming the process that holds it when another live process does.
         """
-        if root in self._held:
+        if root in self._held or root in self._borrowed:
             return
         lease = await self.store.acquire_lease(
             root, holder=self.holder, pid=os.getpid(), now=time.time(), ttl=LEASE_TTL_SECONDS
         )
+        if self.lease_from is not None:
+            await self._borrow(root, lease)
+            return
         if lease.holder != self.holder and lease_alive(lease, now=time.time()):
             raise LeaseHeld(
                 f"session {root} is held by process {lease.pid} ({lease.holder.split('/')[0]}); "
@@ -221,6 +237,20 @@ class AgentRuntime:
                 root, holder=self.holder, pid=os.getpid(), now=time.time(), ttl=LEASE_TTL_SECONDS
             )
         self._held.add(root)
+
+    async def _borrow(self, root: SessionId, lease: Lease) -> None:
+        """Work `root` under the lease of the runtime that started this process, or refuse."""
+        if lease.holder == self.lease_from and lease_alive(lease, now=time.time()):
+            self._borrowed.add(root)
+            return
+        if lease.holder == self.holder:  # nobody held it, so the store gave it to us
+            await self.store.release_lease(root, holder=self.holder)
+        raise LeaseHeld(
+            f"session {root} is not held by the runtime that started this process "
+            f"({self.lease_from}); it works only under that runtime's lease",
+            code=ErrorCode.LEASE_HELD,
+            pid=lease.pid,
+        )
 
     @property
     def store(self) -> EventStore:

@@ -11,10 +11,13 @@ from ._catalog import (
     resolve_name as resolve_name,
 )
 from ._providers import (
+    Capability as Capability,
+    InProcessChild as InProcessChild,
     InProcessProvider as InProcessProvider,
+    ResumeRequest as ResumeRequest,
     StartRequest as StartRequest,
+    SubagentChild as SubagentChild,
     SubagentProvider as SubagentProvider,
-    SubagentRun as SubagentRun,
     ToolFilter as ToolFilter,
 )
 from ._results import SubagentResult as SubagentResult
@@ -44,19 +47,22 @@ from ._tree import (
 __all__ = [
     "Admission",
     "AgentProfile",
+    "Capability",
     "DefinitionsChanged",
     "DelegationOptions",
     "DelegationRuntime",
+    "InProcessChild",
     "InProcessProvider",
     "ProviderAdded",
     "ProviderRemoved",
+    "ResumeRequest",
     "RuntimeOptions",
     "ServiceRun",
     "StartRequest",
+    "SubagentChild",
     "SubagentEnded",
     "SubagentProvider",
     "SubagentResult",
-    "SubagentRun",
     "SubagentService",
     "SubagentStarted",
     "TaskOutcome",

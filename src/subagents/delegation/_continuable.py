@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._task_owner import TaskOwner
-from ..core import Agent, AgentConfig, AgentRuntime
+from ..core import Agent, AgentRuntime
 from ..errors import ErrorCode, NotFoundError, SubagentError
 from ..ids import SessionId
 from ..messages import JsonObject, MessageSource, UserMessage, user_message
@@ -41,7 +41,7 @@ from ._continuable_log import (
     restored_profile,
     unsettled,
 )
-from ._providers import ContinuableProvider, InProcessProvider
+from ._providers import ResumeRequest, StartRequest, SubagentChild
 from ._results import SubagentResult, result_from_log
 from ._service import (
     Admission,
@@ -60,7 +60,7 @@ log = logging.getLogger("subagents.continuable")
 class Activation:
     """One residency epoch of a continuable child in this process."""
 
-    agent: Agent
+    child: SubagentChild
     parent_id: SessionId
     full_name: str
     provider: str
@@ -78,7 +78,17 @@ class Activation:
 
     @property
     def id(self) -> SessionId:
-        return self.agent.id
+        return self.child.id
+
+    @property
+    def agent(self) -> Agent:
+        """The child's agent (every activation's child runs in this runtime today)."""
+        agent = self.child.local_agent
+        if agent is None:
+            raise SubagentError(
+                f"subagent {self.full_name} runs outside this runtime", code=ErrorCode.USAGE
+            )
+        return agent
 
     @property
     def admits_input(self) -> bool:
@@ -124,30 +134,20 @@ class ContinuableManager:
         parent = admission.parent
         book = self.service.name_book(parent)
         provider = admission.provider
-        if not isinstance(provider, ContinuableProvider):
-            self.service.cancel(admission)
-            raise SubagentError(
-                f'subagent provider "{provider.name}" does not support continuable children '
-                "(no continuable_seed)",
-                code=ErrorCode.UNSUPPORTED_CAPABILITY,
-            )
         try:
             model = await self.service.open_model(admission)
-            seed = provider.continuable_seed(parent)
             descriptor = descriptor_for(admission)
-            child = await self.runtime.create_child(
-                parent,
-                config=AgentConfig(
-                    name=admission.full_name,
+            child = await provider.start(
+                StartRequest(
+                    parent=parent,
+                    full_name=admission.full_name,
+                    cwd=admission.cwd,
                     instructions=self._instructions(admission.full_name, admission.depth),
-                    max_parallel_tools=parent.config.max_parallel_tools,
-                    max_tokens=parent.config.max_tokens,
-                ),
-                cwd=admission.cwd,
-                seed=seed,
-                first_events=(descriptor,),
+                    descriptor=descriptor,
+                )
             )
-            child.model = model
+            if child.local_agent is not None:
+                child.local_agent.model = model
             if admission.model_spec is not None:
                 self.service.model_specs[child.id] = admission.model_spec
             parent.record(
@@ -155,7 +155,7 @@ class ContinuableManager:
                     child_id=child.id,
                     name=admission.name,
                     mode="continuable",
-                    provider=admission.provider.name,
+                    provider=provider.name,
                     label=admission.label,
                     created_at=self.runtime.clock.now(),
                 )
@@ -167,26 +167,26 @@ class ContinuableManager:
             raise
         finally:
             book.release(admission.name)
-        act = self._activate(
+        act = await self._activate(
             child,
             parent.id,
             admission.full_name,
-            admission.provider.name,
+            provider.name,
             schema=descriptor.output_schema,
         )
         source = MessageSource(kind="parent", name=parent.name)
         act.accepting += 1
         try:
-            message = await child.send(admission.prompt, source=source)
+            message = await child.send(user_message(admission.prompt, source=source))
         finally:
             act.accepting -= 1
             act.poke.set()
         act.announced = True
         return act, message
 
-    def _activate(
+    async def _activate(
         self,
-        agent: Agent,
+        child: SubagentChild,
         parent_id: SessionId,
         full_name: str,
         provider: str,
@@ -197,62 +197,65 @@ class ContinuableManager:
         owner = self._acts.get(parent_id)
         if owner is not None and owner.closing:
             owner = None  # its release is past its children: its next epoch adopts this one
+        if epoch_start is None:
+            epoch_start = len(await child.records())
         act = Activation(
-            agent=agent,
+            child=child,
             parent_id=parent_id,
             full_name=full_name,
             provider=provider,
             run_id=self.service.next_run_id(),
-            epoch_start=agent.session.next_seq if epoch_start is None else epoch_start,
+            epoch_start=epoch_start,
             owner=owner,
         )
         if owner is not None:
             owner.owned.add(act)
         for orphan in self._acts.values():  # resident children resumed before their parent
-            if orphan.parent_id == agent.id and orphan.owner is None and not orphan.closing:
+            if orphan.parent_id == child.id and orphan.owner is None and not orphan.closing:
                 orphan.owner = act
                 act.owned.add(orphan)
-        self._acts[agent.id] = act
-        self._setup(agent)
-        if schema is not None:
-            self._install_structured(act, schema)
+        self._acts[child.id] = act
+        agent = child.local_agent
+        if agent is not None:  # a child run elsewhere is readied by the runtime it runs in
+            self._setup(agent)
+            if schema is not None:
+                self._install_structured(act, agent, schema)
         self.runtime.work.begin()
         self.service.emit(
             SubagentStarted(
                 run_id=act.run_id,
                 provider=provider,
-                child_id=agent.id,
+                child_id=child.id,
                 name=full_name,
                 parent_id=parent_id,
-                local=True,
+                local=agent is not None,
             )
         )
         self._tasks.spawn(self._watch(act), name=f"settle {full_name}")
         return act
 
-    def _install_structured(self, act: Activation, schema: JsonObject) -> None:
+    def _install_structured(self, act: Activation, agent: Agent, schema: JsonObject) -> None:
         """Give the activation its own capture, tool, guard and trailing instruction.
 
         A resumed epoch recovers what its own records already hold; a fresh one starts empty.
         """
-        provider = self.service.get_provider(act.provider)
-        running = provider.delegated_work if isinstance(provider, InProcessProvider) else None
+        running = self.service.delegated_work
 
         def delegated_work(agent: Agent) -> bool:
             # Resident children still owe a notice; accepted input is not in the inbox yet.
             return bool(act.owned) or act.accepting > 0 or (running is not None and running(agent))
 
         act.structured = StructuredCapture(schema, delegated_work=delegated_work)
-        act.structured.install_activation(act.agent, act.agent.session.records[act.epoch_start :])
+        act.structured.install_activation(agent, agent.session.records[act.epoch_start :])
 
     # -- settling -----------------------------------------------------------------------------
 
     async def _watch(self, act: Activation) -> None:
         """Wait until the activation is settled, then release it (with its notice)."""
         while True:
-            await act.agent.when_idle()
+            await act.child.wait()
             act.poke.clear()
-            if act.agent.status == "running":
+            if act.child.running:
                 continue
             if act.accepting or act.owned:
                 await act.poke.wait()
@@ -268,24 +271,22 @@ class ContinuableManager:
         act.closing = True
         result = SubagentResult(output="", stop_reason="error")
         try:
-            await act.agent.cancel("parent", keep_inbox=keep_inbox)
+            await act.child.interrupt(keep_inbox=keep_inbox)
             for child in list(act.owned):
                 await self._release(child, notify=notify, keep_inbox=keep_inbox)
-            epoch = act.agent.session.records[act.epoch_start :]
+            epoch = (await act.child.records())[act.epoch_start :]
             result = result_from_log(epoch)
             if act.structured is not None:
                 result = act.structured.settle(result, epoch)
             try:
-                await act.agent.dispose(keep_inbox=keep_inbox)
+                await act.child.kill(keep_inbox=keep_inbox)
             except Exception as exc:
                 log.exception("subagent %s failed to release", act.full_name)
                 result = SubagentResult(output="", stop_reason="error", diagnostic=str(exc))
             if notify and act.announced and await self._notify_parent(act, result):
                 # After the notice: a crash in between repeats the notice, never loses it;
                 # a notice that was not delivered stays owed, so the next resume repeats it.
-                await act.agent.session.append(
-                    SubagentSettled(run_id=act.run_id, stop_reason=result.stop_reason)
-                )
+                await self._record_settled(act, result)
         finally:
             # Registered until its last write: a resume meanwhile waits for `released` instead
             # of loading a second copy of the session from a log that is not finished yet.
@@ -309,6 +310,15 @@ class ContinuableManager:
             self.runtime.work.end()
             act.released.set()
 
+    async def _record_settled(self, act: Activation, result: SubagentResult) -> None:
+        """Write the settlement into the child's own log, once its activation is released."""
+        event = SubagentSettled(run_id=act.run_id, stop_reason=result.stop_reason)
+        agent = act.child.local_agent
+        if agent is not None:
+            await agent.session.append(event)  # after writes still in flight
+        else:
+            await self.runtime.append_stored(act.id, event)
+
     async def _notify_parent(self, act: Activation, result: SubagentResult) -> bool:
         """Deliver `act`'s settlement notice to its parent; False when it was not delivered."""
         message = user_message(
@@ -329,7 +339,7 @@ class ContinuableManager:
                 )
                 parent_act.accepting += 1
                 try:
-                    await parent_act.agent.followup(message)
+                    await parent_act.child.send(message)
                 finally:
                     parent_act.accepting -= 1
                     parent_act.poke.set()
@@ -368,7 +378,7 @@ class ContinuableManager:
         act = await self._resident_or_resume(header)
         act.accepting += 1
         try:
-            message = await act.agent.followup(user_message(text, source=source))
+            message = await act.child.send(user_message(text, source=source))
         finally:
             act.accepting -= 1
             act.poke.set()
@@ -380,9 +390,7 @@ class ContinuableManager:
         act = await self._resident_or_resume(header)
         act.accepting += 1
         try:
-            message = await act.agent.followup(
-                user_message(text, source=MessageSource(kind="user"))
-            )
+            message = await act.child.send(user_message(text, source=MessageSource(kind="user")))
         finally:
             act.accepting -= 1
             act.poke.set()
@@ -449,15 +457,23 @@ class ContinuableManager:
         # so a turn a crash cut off counts as stopped and an unannounced ending is announced.
         unannounced = max(header.seed_length, last_settled(records))
         epoch_start = unannounced if unsettled(own) else len(records)
-        agent = await self.runtime.resume_agent(
-            header.id,
-            config=AgentConfig(
-                name=full_name, instructions=self._instructions(full_name, header.depth)
-            ),
+        provider = self.service.get_provider(descriptor.provider)
+        if provider is None:
+            raise SubagentError(
+                f'subagent "{header.id}" was started by provider "{descriptor.provider}", '
+                "which this runtime does not have; it cannot be resumed here",
+                code=ErrorCode.NOT_RESUMABLE,
+            )
+        child = await provider.resume(
+            ResumeRequest(
+                header=header,
+                full_name=full_name,
+                instructions=self._instructions(full_name, header.depth),
+            )
         )
         assert header.parent is not None
-        act = self._activate(
-            agent,
+        act = await self._activate(
+            child,
             header.parent,
             full_name,
             descriptor.provider,
@@ -465,7 +481,7 @@ class ContinuableManager:
             schema=descriptor.output_schema,
         )
         act.announced = True  # its next settlement is owed to its parent
-        agent.wake()  # messages accepted before a crash run now
+        await child.wake()  # messages accepted before a crash run now
         return act
 
     async def resume_unsettled(self, root: SessionHeader) -> list[Activation]:
@@ -538,7 +554,7 @@ class ContinuableManager:
         act = self._acts.get(target)
         if act is None or act.closing:
             return False
-        await act.agent.cancel("parent", keep_inbox=True)
+        await act.child.interrupt(keep_inbox=True)
         return True
 
     async def _is_ancestor(self, ancestor: SessionId, header: SessionHeader) -> bool:

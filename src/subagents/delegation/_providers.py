@@ -1,34 +1,39 @@
-"""The provider contract and the in-process providers (`spawn` and `fork`).
+"""The provider contract, and the in-process provider behind `spawn` and `fork`.
 
-A provider is one transport for running children. It declares the start-time capabilities it
-can enforce and whether its child inherits the parent's completed turns; the service checks
-both before any child exists. In-process providers create the child as an ordinary agent of the
-same runtime, with its own durable session below the parent.
+A provider is one transport for running children; every kind of child (one-shot or
+continuable, in this process or elsewhere) goes through the same verbs:
+
+- on the provider: `start` creates a child from a validated request, `resume` loads a stored
+  one from its own log, `list` names the children it runs now;
+- on the child it returns: `send` gives it a message (durably accepted), `wake` runs input its
+  log already holds, `interrupt` stops its current turn, `wait` returns once it is idle, `kill`
+  stops and releases it, `records` reads its log.
+
+The lifecycle above (the one-shot run in `_service.py`, the activations in `_continuable.py`,
+crash recovery) decides when to call which verb; a provider only moves a child. A provider
+also declares the start-time capabilities it can enforce and whether its child inherits the
+parent's completed turns; the service checks both before any child exists.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeAlias
 
-from ..core import Agent, AgentConfig, AgentRuntime, Budget
+from ..core import Agent, AgentConfig, AgentRuntime
 from ..ids import SessionId
-from ..messages import JsonObject
-from ..sessions import EventRecord, SessionEvent, SubagentDescriptor, TurnEnd
-from ._budget_book import with_budget
-from ._results import SubagentResult, result_from_log
-from ._structured import StructuredCapture
+from ..messages import UserMessage
+from ..sessions import EventRecord, SessionEvent, SessionHeader, SubagentDescriptor, TurnEnd
 
 __all__ = [
     "Capability",
-    "ContinuableProvider",
+    "InProcessChild",
     "InProcessProvider",
-    "InProcessRun",
+    "ResumeRequest",
     "StartRequest",
+    "SubagentChild",
     "SubagentProvider",
-    "SubagentRun",
     "ToolFilter",
     "completed_turns",
 ]
@@ -52,54 +57,86 @@ class ToolFilter:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartRequest:
-    """One child to start. The service has validated it and reserved `name`."""
+    """One child to create. The service has validated it and reserved its name."""
 
     parent: Agent
-    prompt: str
-    label: str
-    name: str
     full_name: str
     cwd: str
     instructions: str
+    descriptor: SubagentDescriptor
+    """The child's identity as the service resolved it (mode, provider, scope, schema, model,
+    budget): the first record of its own log, so a resume restores exactly this."""
     tool_filter: ToolFilter | None = None
-    output_schema: JsonObject | None = None
-    """The object schema the child answers through `structured_output` (checked already)."""
-    budget: Budget | None = None
-    """The child's own budget limits, recorded in its descriptor (the service enforces them)."""
-    model_spec: str | None = None
-    """The model it runs when not its parent's, recorded in its descriptor."""
-    descriptor: SubagentDescriptor | None = None
-    """The child's identity as the service resolved it (scope, schema, model, budget): what
-    its log records so a resume restores exactly this (None: built from the fields above)."""
-    establish: Callable[[SessionId], Awaitable[None]] = field(repr=False)
-    """Called once the child exists and before it receives its prompt (the catalog entry)."""
+    """The tools it may use of those it inherits (a provider with `tool_filter` enforces it)."""
+
+    @property
+    def name(self) -> str:
+        """Its name among its siblings (the last part of `full_name`)."""
+        return self.full_name.rsplit("/", 1)[-1]
 
 
-class SubagentRun(Protocol):
-    """A started one-shot child.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResumeRequest:
+    """One stored child to load from its own log."""
 
-    `wait` returns its result (for every child-level ending); `dispose` cancels what remains
-    and waits until the child is released; both are idempotent.
+    header: SessionHeader
+    full_name: str
+    instructions: str
+    retry_cut_turn: bool = True
+    """Queue the re-run of a turn a crash cut off (False: only close it)."""
+
+
+class SubagentChild(Protocol):
+    """A child as its lifecycle drives it, whichever provider runs it.
+
+    `send` returns once the message is durably accepted (with `durable=False`, once it is
+    queued); `wait` returns once the child is idle (no turn running); `kill` is idempotent.
     """
 
     @property
     def id(self) -> SessionId: ...
 
     @property
-    def local_agent(self) -> Agent | None: ...
+    def local_agent(self) -> Agent | None:
+        """Its agent when it runs in this runtime (None: it runs elsewhere)."""
+        ...
 
-    async def wait(self) -> SubagentResult: ...
+    @property
+    def seed_length(self) -> int:
+        """How many records of its log it inherited (a fork's seed)."""
+        ...
 
-    async def dispose(self) -> None: ...
+    @property
+    def running(self) -> bool:
+        """Whether a turn runs now."""
+        ...
+
+    @property
+    def pending(self) -> bool:
+        """Whether accepted input waits to run."""
+        ...
+
+    async def send(self, message: UserMessage, *, durable: bool = True) -> UserMessage: ...
+
+    async def wake(self) -> None: ...
+
+    async def interrupt(self, *, keep_inbox: bool = True) -> None: ...
+
+    async def wait(self) -> None: ...
+
+    async def kill(self, *, keep_inbox: bool = False) -> None: ...
+
+    async def records(self) -> Sequence[EventRecord]:
+        """Its whole log as far as it is written (seed included)."""
+        ...
 
 
 class SubagentProvider(Protocol):
-    """One transport for running one-shot children, registered under its `name`.
+    """One transport for running children, registered under its `name`.
 
     `capabilities` are the start-time options it enforces (the service refuses a start that
     needs one it lacks, before any child exists); `inherits_parent_context` says whether its
-    child starts from the parent's completed turns. `start` creates the child, calls
-    `request.establish` once it exists, gives it the prompt and returns its run.
+    child starts from the parent's completed turns.
     """
 
     @property
@@ -111,21 +148,16 @@ class SubagentProvider(Protocol):
     @property
     def inherits_parent_context(self) -> bool: ...
 
-    async def start(self, request: StartRequest) -> SubagentRun: ...
+    async def start(self, request: StartRequest) -> SubagentChild:
+        """Create the child below `request.parent`; it has no input yet."""
+        ...
 
+    async def resume(self, request: ResumeRequest) -> SubagentChild:
+        """Load a stored child; input its log holds runs once it is woken."""
+        ...
 
-@runtime_checkable
-class ContinuableProvider(Protocol):
-    """A provider whose children can be continuable: it has a `continuable_seed`."""
-
-    @property
-    def name(self) -> str: ...
-
-    def continuable_seed(self, parent: Agent) -> list[SessionEvent]:
-        """What a continuable child of `parent` starts with.
-
-        Data only: the runtime creates the child.
-        """
+    def list(self) -> list[SubagentChild]:
+        """The children it runs now."""
         ...
 
 
@@ -140,50 +172,53 @@ def completed_turns(records: Sequence[EventRecord]) -> list[SessionEvent]:
     return []
 
 
-class InProcessRun:
-    """A child agent of this runtime, run for one result."""
+class InProcessChild:
+    """A child that is an agent of this runtime."""
 
-    def __init__(self, agent: Agent, structured: StructuredCapture | None = None) -> None:
+    def __init__(self, agent: Agent) -> None:
         self._agent = agent
-        self._structured = structured
-        self._result: SubagentResult | None = None
-        self._disposed = False
-        self._dispose_lock = asyncio.Lock()
 
     @property
     def id(self) -> SessionId:
         return self._agent.id
 
     @property
-    def local_agent(self) -> Agent | None:
+    def local_agent(self) -> Agent:
         return self._agent
 
-    def _settle(self) -> SubagentResult:
-        if self._result is None:
-            seed = self._agent.session.header.seed_length
-            records = self._agent.session.records[seed:]
-            result = result_from_log(records)
-            if self._structured is not None:
-                result = self._structured.settle(result, records)
-            self._result = result
-        return self._result
+    @property
+    def seed_length(self) -> int:
+        return self._agent.session.header.seed_length
 
-    async def wait(self) -> SubagentResult:
-        if self._result is None and not self._disposed:
-            await self._agent.when_idle()
-        return self._settle()
+    @property
+    def running(self) -> bool:
+        return self._agent.status == "running"
 
-    async def dispose(self) -> None:
-        async with self._dispose_lock:
-            if self._disposed:
-                return
-            self._disposed = True
-            await self._agent.dispose()
-            self._settle()
+    @property
+    def pending(self) -> bool:
+        return bool(self._agent.inbox)
+
+    async def send(self, message: UserMessage, *, durable: bool = True) -> UserMessage:
+        return await self._agent.send(message, durable=durable)
+
+    async def wake(self) -> None:
+        self._agent.wake()
+
+    async def interrupt(self, *, keep_inbox: bool = True) -> None:
+        await self._agent.cancel("parent", keep_inbox=keep_inbox)
+
+    async def wait(self) -> None:
+        await self._agent.when_idle()
+
+    async def kill(self, *, keep_inbox: bool = False) -> None:
+        await self._agent.dispose(keep_inbox=keep_inbox)
+
+    async def records(self) -> Sequence[EventRecord]:
+        return self._agent.session.records
 
 
 class InProcessProvider:
-    """Runs children as agents of the same runtime.
+    """Runs children as agents of the same runtime, each with its own session below its parent.
 
     `spawn` starts them with a fresh context, `fork` seeds them with the parent's completed
     turns.
@@ -191,19 +226,11 @@ class InProcessProvider:
 
     capabilities: frozenset[Capability] = frozenset({"output_schema", "depth_limit", "tool_filter"})
 
-    def __init__(
-        self,
-        runtime: AgentRuntime,
-        *,
-        name: str,
-        inherits_parent_context: bool,
-        delegated_work: Callable[[Agent], bool] | None = None,
-    ) -> None:
+    def __init__(self, runtime: AgentRuntime, *, name: str, inherits_parent_context: bool) -> None:
         self._runtime = runtime
         self._name = name
         self._inherits = inherits_parent_context
-        self._delegated_work = delegated_work
-        """Whether an agent still has running children (refuses its structured output)."""
+        self._children: dict[SessionId, InProcessChild] = {}
 
     @property
     def name(self) -> str:
@@ -213,51 +240,42 @@ class InProcessProvider:
     def inherits_parent_context(self) -> bool:
         return self._inherits
 
-    @property
-    def delegated_work(self) -> Callable[[Agent], bool] | None:
-        """The check that refuses structured output while an agent's children still work."""
-        return self._delegated_work
-
-    def continuable_seed(self, parent: Agent) -> list[SessionEvent]:
-        return completed_turns(parent.session.records) if self._inherits else []
-
-    async def start(self, request: StartRequest) -> SubagentRun:
-        seed = self.continuable_seed(request.parent)
-        descriptor = request.descriptor or with_budget(
-            SubagentDescriptor(
-                mode="one-shot",
-                provider=self._name,
-                label=request.label,
-                agent_model=request.model_spec,
-            ),
-            request.budget,
-        )
-        child = await self._runtime.create_child(
-            request.parent,
+    async def start(self, request: StartRequest) -> SubagentChild:
+        parent = request.parent
+        agent = await self._runtime.create_child(
+            parent,
             config=AgentConfig(
                 name=request.full_name,
                 instructions=request.instructions,
-                max_parallel_tools=request.parent.config.max_parallel_tools,
-                max_tokens=request.parent.config.max_tokens,
+                max_parallel_tools=parent.config.max_parallel_tools,
+                max_tokens=parent.config.max_tokens,
             ),
             cwd=request.cwd,
-            seed=seed,
-            first_events=(descriptor,),
+            seed=completed_turns(parent.session.records) if self._inherits else [],
+            first_events=(request.descriptor,),
         )
-        structured = None
-        if request.output_schema is not None:
-            structured = StructuredCapture(
-                request.output_schema, delegated_work=self._delegated_work
-            )
-        run = InProcessRun(child, structured)
-        try:
-            if structured is not None:
-                structured.install(child)
-            if request.tool_filter is not None:
-                child.tools.restrict(allow=request.tool_filter.allow, deny=request.tool_filter.deny)
-            await request.establish(child.id)
-            await child.send(request.prompt, durable=False)
-        except BaseException:
-            await run.dispose()
-            raise
-        return run
+        if request.tool_filter is not None:
+            agent.tools.restrict(allow=request.tool_filter.allow, deny=request.tool_filter.deny)
+        return self._track(agent)
+
+    async def resume(self, request: ResumeRequest) -> SubagentChild:
+        agent = await self._runtime.resume_agent(
+            request.header.id,
+            config=AgentConfig(name=request.full_name, instructions=request.instructions),
+            retry_cut_turn=request.retry_cut_turn,
+        )
+        return self._track(agent)
+
+    def list(self) -> list[SubagentChild]:
+        return list(self._children.values())
+
+    def _track(self, agent: Agent) -> InProcessChild:
+        child = self._children[agent.id] = InProcessChild(agent)
+        agent_id = agent.id
+
+        async def forget() -> None:
+            if self._children.get(agent_id) is child:
+                del self._children[agent_id]
+
+        agent.add_disposer(forget)
+        return child

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..core import Agent, AgentConfig, AgentRuntime
+from ..core import Agent, AgentRuntime
 from ..errors import ErrorCode
 from ..ids import SessionId
 from ..messages import MessageSource, user_message
@@ -44,6 +44,7 @@ from ..sessions import (
 )
 from ._catalog import full_name_of
 from ._continuable_log import own_descriptor, restored_profile
+from ._providers import ResumeRequest
 from ._results import SubagentResult, result_from_log
 from ._service import SubagentService
 from ._structured import StructuredCapture, render_result
@@ -154,7 +155,10 @@ class TreeRecovery:
         return _Cut(header, descriptor, call_id, foreground, label)
 
     async def _close(self, header: SessionHeader) -> None:
-        """Close a cut-off turn nobody will read the answer of, without re-running it."""
+        """Close a cut-off turn nobody will read the answer of, without re-running it.
+
+        A repair of the log only (no provider runs the child), by the tree's lease holder.
+        """
         agent = await self.runtime.resume_agent(header.id, retry_cut_turn=False)
         await agent.dispose(keep_inbox=True)
 
@@ -164,32 +168,46 @@ class TreeRecovery:
         profile = restored_profile(cut.descriptor)
         if profile is not None:  # the scope it started with, from its own log
             self.service.profiles[header.id] = profile
-        agent = await self.runtime.resume_agent(
-            header.id,
-            config=AgentConfig(
-                name=full_name, instructions=self._instructions(full_name, header.depth)
-            ),
-        )
-        self._restore_scope(agent)
-        own = agent.session.records[header.seed_length :]
-        system = next(
-            (r.event.system for r in reversed(own) if isinstance(r.event, RequestHeader)), None
-        )
-        if system is not None:  # exactly what it was told before the crash
-            agent.config = dataclasses.replace(agent.config, instructions=system)
-        capture = None
-        if cut.descriptor.output_schema is not None:
-            capture = StructuredCapture(
-                cut.descriptor.output_schema, delegated_work=self._delegated_work
+        provider = self.service.get_provider(cut.descriptor.provider)
+        if provider is None:
+            log.warning(
+                "subagent %s was started by provider %r, which this runtime does not have; "
+                "its cut-off turn is closed, not re-run",
+                full_name,
+                cut.descriptor.provider,
             )
-            capture.restore(own)  # an answer recorded before the crash still counts
-            capture.install(agent)
+            await self._close(header)
+            return
+        child = await provider.resume(
+            ResumeRequest(
+                header=header,
+                full_name=full_name,
+                instructions=self._instructions(full_name, header.depth),
+            )
+        )
+        capture = None
+        agent = child.local_agent
+        if agent is not None:  # a child run elsewhere is readied by the runtime it runs in
+            self._restore_scope(agent)
+            own = agent.session.records[header.seed_length :]
+            system = next(
+                (r.event.system for r in reversed(own) if isinstance(r.event, RequestHeader)),
+                None,
+            )
+            if system is not None:  # exactly what it was told before the crash
+                agent.config = dataclasses.replace(agent.config, instructions=system)
+            if cut.descriptor.output_schema is not None:
+                capture = StructuredCapture(
+                    cut.descriptor.output_schema, delegated_work=self._delegated_work
+                )
+                capture.restore(own)  # an answer recorded before the crash still counts
+                capture.install(agent)
         try:
-            agent.wake()  # the re-run crash repair queued (none once retries are spent)
-            await agent.when_idle()
+            await child.wake()  # the re-run crash repair queued (none once retries are spent)
+            await child.wait()
         finally:
-            await agent.dispose(keep_inbox=True)
-        own = agent.session.records[header.seed_length :]
+            await child.kill(keep_inbox=True)
+        own = (await child.records())[header.seed_length :]
         result = self._result(own, capture)
         assert header.parent is not None
         if cut.foreground:

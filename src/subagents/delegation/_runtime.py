@@ -173,7 +173,9 @@ class DelegationRuntime(AgentRuntime):
         """The store's files: hidden from every confined run and file tool."""
         self._workspace_tools = workspace_tools
         self.delegation = delegation or DelegationOptions()
-        self.subagents = SubagentService(self, instructions=self._child_instructions)
+        self.subagents = SubagentService(
+            self, instructions=self._child_instructions, delegated_work=self._delegated_work
+        )
         self.tasks = TaskRegistry(
             self,
             capacity_per_owner=self.delegation.task_capacity,
@@ -227,12 +229,7 @@ class DelegationRuntime(AgentRuntime):
             instances.append(("fork", "subagent_fork", True))
         for provider, tool_name, inherits in instances:
             self.subagents.register_provider(
-                InProcessProvider(
-                    self,
-                    name=provider,
-                    inherits_parent_context=inherits,
-                    delegated_work=self._delegated_work,
-                )
+                InProcessProvider(self, name=provider, inherits_parent_context=inherits)
             )
             mount_subagent_tool(
                 self.subagents,
@@ -538,7 +535,7 @@ class DelegationRuntime(AgentRuntime):
         if any(not record.terminal for record in self.tasks.list(agent.id)):
             return True
         return any(
-            act.parent_id == agent.id and (act.agent.status == "running" or bool(act.agent.inbox))
+            act.parent_id == agent.id and (act.child.running or act.child.pending)
             for act in self.continuable.resident()
         )
 

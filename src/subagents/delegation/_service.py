@@ -11,6 +11,7 @@ cap), so a child never gets more than its parent.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import logging
@@ -23,7 +24,7 @@ from ..core import Agent, AgentRuntime
 from ..definitions import AgentDefinition
 from ..errors import DuplicateError, ErrorCode, SubagentError, SubagentsError
 from ..ids import SessionId
-from ..messages import JsonObject
+from ..messages import JsonObject, user_message
 from ..models import Model
 from ..names import NameBook, full_name, name_error
 from ..sessions import SubagentCatalog, SubagentDescriptor
@@ -40,13 +41,13 @@ from ._providers import (
     CAPABILITY_ORDER,
     Capability,
     StartRequest,
+    SubagentChild,
     SubagentProvider,
-    SubagentRun,
     ToolFilter,
 )
-from ._results import SubagentResult
+from ._results import SubagentResult, result_from_log
 from ._scope import AgentProfile, check_definition_tools, child_profile, narrow
-from ._structured import check_output_schema
+from ._structured import StructuredCapture, check_output_schema
 
 __all__ = [
     "Admission",
@@ -135,17 +136,34 @@ def _own_model(definition: AgentDefinition | None) -> str | None:
 
 
 class ServiceRun:
-    """A run as the service hands it out: settles once, emitting `subagent/end` once."""
+    """A one-shot child's run as the service hands it out.
 
-    def __init__(self, service: SubagentService, run: SubagentRun, started: SubagentStarted):
+    `wait` returns its result (for every child-level ending); `dispose` stops what remains
+    and waits until the child is released; both are idempotent. It settles once, emitting
+    `subagent/end` once.
+    """
+
+    def __init__(
+        self,
+        service: SubagentService,
+        child: SubagentChild,
+        started: SubagentStarted,
+        schema: JsonObject | None = None,
+        structured: StructuredCapture | None = None,
+    ) -> None:
         self._service = service
-        self._run = run
+        self._child = child
         self.started = started
+        self._schema = schema
+        self._structured = structured
         self._result: SubagentResult | None = None
+        self._disposed = False
+        self._dispose_lock = asyncio.Lock()
+        self._ended = False
 
     @property
     def id(self) -> SessionId:
-        return self._run.id
+        return self._child.id
 
     @property
     def name(self) -> str:
@@ -153,31 +171,50 @@ class ServiceRun:
 
     @property
     def local_agent(self) -> Agent | None:
-        return self._run.local_agent
+        return self._child.local_agent
+
+    async def _settle(self) -> SubagentResult:
+        if self._result is None:
+            records = (await self._child.records())[self._child.seed_length :]
+            result = result_from_log(records)
+            capture = self._structured
+            if capture is None and self._schema is not None:
+                # A child run elsewhere answers through its own log: read the answer there.
+                capture = StructuredCapture(self._schema)
+                capture.restore(records)
+            if capture is not None:
+                result = capture.settle(result, records)
+            self._result = result
+            self._end(result)
+        return self._result
 
     async def wait(self) -> SubagentResult:
-        try:
-            result = await self._run.wait()
-        except Exception:
-            self._end(None)
-            raise
-        self._end(result)
-        return result
+        if self._result is None and not self._disposed:
+            try:
+                await self._child.wait()
+            except Exception:
+                self._end(None)
+                raise
+        return await self._settle()
 
     async def dispose(self) -> None:
-        try:
-            await self._run.dispose()
-        finally:
-            if self._result is None:
+        async with self._dispose_lock:
+            if self._disposed:
+                return
+            self._disposed = True
+            try:
+                await self._child.kill()
+            finally:
                 try:
-                    self._end(await self._run.wait())
+                    await self._settle()
                 except Exception:
                     self._end(None)
 
     def _end(self, result: SubagentResult | None) -> None:
-        if self._result is not None:
+        if self._ended:
             return
-        self._result = result or SubagentResult(output="", stop_reason="error")
+        self._ended = True
+        result = result or SubagentResult(output="", stop_reason="error")
         s = self.started
         self._service.emit(
             SubagentEnded(
@@ -187,8 +224,8 @@ class ServiceRun:
                 name=s.name,
                 parent_id=s.parent_id,
                 local=s.local,
-                stop_reason=self._result.stop_reason,
-                last_message=self._result.output or None,
+                stop_reason=result.stop_reason,
+                last_message=result.output or None,
             )
         )
 
@@ -196,8 +233,16 @@ class ServiceRun:
 class SubagentService:
     """Providers, name books and one-shot starts for one runtime."""
 
-    def __init__(self, runtime: AgentRuntime, *, instructions: Callable[[Admission], str]):
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        *,
+        instructions: Callable[[Admission], str],
+        delegated_work: Callable[[Agent], bool] | None = None,
+    ) -> None:
         self.runtime = runtime
+        self.delegated_work = delegated_work
+        """Whether an agent still has children at work (its structured answer waits)."""
         self._providers: dict[str, SubagentProvider] = {}
         self._names: dict[SessionId, NameBook] = {}
         self._run_ids = itertools.count(1)
@@ -430,7 +475,7 @@ class SubagentService:
         return provider
 
     def cancel(self, admission: Admission) -> None:
-        """Give back an admission that will not be launched."""
+        """Give back what `admit` reserved (name, pending profile, budget count)."""
         self._pending.pop((admission.parent.id, admission.name), None)
         self.name_book(admission.parent).release(admission.name)
         if admission.counted:
@@ -468,70 +513,87 @@ class SubagentService:
             ) from exc
 
     async def launch(self, admission: Admission) -> ServiceRun:
-        """Start an admitted child; the name is released if anything fails before it exists."""
+        """Start an admitted one-shot child and give it its prompt.
+
+        The name is released if anything fails before the child exists; a child that exists
+        but cannot take its prompt is killed.
+        """
         book = self.name_book(admission.parent)
         parent = admission.parent
         try:
             admission = await self.check_cwd(admission)
             model = await self.open_model(admission)
-
-            async def establish(child_id: SessionId) -> None:
-                parent.record(
-                    SubagentCatalog(
-                        child_id=child_id,
-                        name=admission.name,
-                        mode="one-shot",
-                        provider=admission.provider.name,
-                        label=admission.label,
-                        created_at=self.runtime.clock.now(),
-                        call_id=admission.call_id,
-                    )
-                )
-                book.commit(admission.name)
-                profile = self.adopt(parent.id, admission.name, child_id)
-                child = self.runtime.get_agent(child_id)
-                if admission.model_spec is not None:
-                    self.model_specs[child_id] = admission.model_spec
-                if child is not None:  # before its prompt, so its first call is covered
-                    child.model = model
-                    self.budgets.attach(
-                        child, profile.budget if profile is not None else None, parent=parent
-                    )
-
-            run = await admission.provider.start(
+            child = await admission.provider.start(
                 StartRequest(
                     parent=parent,
-                    prompt=admission.prompt,
-                    label=admission.label,
-                    name=admission.name,
                     full_name=admission.full_name,
                     cwd=admission.cwd,
                     instructions=self._instructions(admission),
-                    tool_filter=admission.tool_filter,
-                    output_schema=output_schema(admission),
-                    budget=admission.profile.budget if admission.profile is not None else None,
-                    model_spec=admission.model_spec,
                     descriptor=descriptor_for(admission, mode="one-shot"),
-                    establish=establish,
+                    tool_filter=admission.tool_filter,
                 )
             )
         except BaseException:
-            self._pending.pop((parent.id, admission.name), None)
-            if admission.counted and not book.committed(admission.name):
-                self.budgets.release_child(parent)
+            self.cancel(admission)
             raise
-        finally:
-            book.release(admission.name)  # a no-op once the catalog entry committed it
+        schema = output_schema(admission)
+        try:
+            structured = self._establish(admission, child, model, schema)
+            await child.send(user_message(admission.prompt), durable=False)
+        except BaseException:
+            await child.kill()
+            if not book.committed(admission.name):
+                self.cancel(admission)
+            raise
         started = SubagentStarted(
             run_id=self.next_run_id(),
             provider=admission.provider.name,
-            child_id=run.id,
+            child_id=child.id,
             name=admission.full_name,
             parent_id=parent.id,
-            local=run.local_agent is not None,
+            local=child.local_agent is not None,
         )
         self.emit(started)
-        return ServiceRun(self, run, started)
+        return ServiceRun(self, child, started, schema, structured)
+
+    def _establish(
+        self,
+        admission: Admission,
+        child: SubagentChild,
+        model: Model,
+        schema: JsonObject | None,
+    ) -> StructuredCapture | None:
+        """Record a new one-shot child in its creator's catalog and ready it for its prompt.
+
+        The catalog entry commits the name. A child of this runtime gets its model, budget
+        and structured-output tool here, before its first call.
+        """
+        parent = admission.parent
+        parent.record(
+            SubagentCatalog(
+                child_id=child.id,
+                name=admission.name,
+                mode="one-shot",
+                provider=admission.provider.name,
+                label=admission.label,
+                created_at=self.runtime.clock.now(),
+                call_id=admission.call_id,
+            )
+        )
+        self.name_book(parent).commit(admission.name)
+        profile = self.adopt(parent.id, admission.name, child.id)
+        if admission.model_spec is not None:
+            self.model_specs[child.id] = admission.model_spec
+        agent = child.local_agent
+        if agent is None:
+            return None
+        agent.model = model
+        self.budgets.attach(agent, profile.budget if profile is not None else None, parent=parent)
+        if schema is None:
+            return None
+        structured = StructuredCapture(schema, delegated_work=self.delegated_work)
+        structured.install(agent)
+        return structured
 
     async def start(
         self,

@@ -330,7 +330,9 @@ class SqliteEventStore:
             return None
         sid = item.session_id
         expected = self._wnext.get(sid)
-        if expected is None:
+        if expected is None or (item.rows and item.rows[0][1] != expected):
+            # Not cached, or the cache disagrees: another process may have written the
+            # session since (a child run elsewhere under this process's lease). The file says.
             found, last = conn.execute(
                 "SELECT (SELECT 1 FROM sessions WHERE id = ?), "
                 "(SELECT MAX(seq) FROM events WHERE session_id = ?)",
@@ -455,7 +457,13 @@ class SqliteEventStore:
         self, session_id: SessionId, *, tenant: str, from_seq: int = 0
     ) -> list[EventRecord]:
         self._check_open()
-        return await asyncio.to_thread(self._read, session_id, tenant, max(from_seq, 0))
+        records = await asyncio.to_thread(self._read, session_id, tenant, max(from_seq, 0))
+        known = self._next.get(session_id)
+        if known is not None and records and records[-1].seq >= known:
+            # Another process wrote the session since this store did (a child run elsewhere
+            # under this process's lease): what was read is where the next append goes.
+            self._next[session_id] = records[-1].seq + 1
+        return records
 
     async def get_header(self, session_id: SessionId, *, tenant: str) -> SessionHeader:
         self._check_open()
