@@ -42,14 +42,21 @@ from ._recovery import TreeRecovery
 from ._scope import AgentProfile, check_definition_tools, child_profile
 from ._service import Admission, SubagentService, output_schema
 from ._structured import structured_instruction
-from ._team import TeamBoards, team_tools
+from ._team_board import TeamBoards
 from ._wording import (
     delegation_statement,
     file_policy_statement,
     with_file_policy,
     without_file_policy,
 )
-from .tools import SubagentToolConfig, control_tools, mount_subagent_tool, report_tool, task_tools
+from .tools import (
+    SubagentToolConfig,
+    control_tools,
+    mount_subagent_tool,
+    report_tool,
+    task_tools,
+    team_tools,
+)
 
 __all__ = ["DelegationOptions", "DelegationRuntime", "RuntimeOptions"]
 

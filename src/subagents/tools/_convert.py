@@ -25,9 +25,10 @@ from ..messages import JsonObject
 __all__ = ["ParamCodec", "json_default", "param_codec"]
 
 _PASS_THROUGH: frozenset[object] = frozenset(
-    {str, int, float, bool, type(None), list, dict, object}
+    {str, int, float, bool, type(None), list, dict, object, msgspec.UnsetType}
 )
-"""Types whose JSON value already is the Python value the handler expects."""
+"""Types whose JSON value already is the Python value the handler expects (`UnsetType` only
+marks a parameter the model may leave out: it never arrives as JSON)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,8 @@ def param_codec(name: str, annotation: Any) -> ParamCodec:
 
 def json_default(value: Any) -> Any:
     """A parameter's default as JSON for the schema, or None when it has no JSON form."""
+    if value is msgspec.UNSET:
+        return None  # optional, with no default to advertise
     try:
         return msgspec.to_builtins(value)
     except TypeError:

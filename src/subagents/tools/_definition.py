@@ -128,7 +128,13 @@ def tool(fn: Callable[..., Awaitable[Any]], /) -> ToolSpec: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, parallel_safe: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parallel_safe: bool = False,
+    validate: bool = True,
+    checkpoint: bool = True,
+    aborted_text: str | None = None,
 ) -> Callable[[Callable[..., Awaitable[Any]]], ToolSpec]: ...
 
 
@@ -139,16 +145,43 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     parallel_safe: bool = False,
+    validate: bool = True,
+    checkpoint: bool = True,
+    aborted_text: str | None = None,
 ) -> ToolSpec | Callable[[Callable[..., Awaitable[Any]]], ToolSpec]:
     """Turn an async function into a `ToolSpec`, deriving its schema from type hints.
 
     A first parameter annotated `ToolContext` receives the call context; every other parameter
-    becomes a property (required unless it has a default).
+    becomes a property (required unless it has a default). `typing.Annotated` with
+    `msgspec.Meta` adds constraints and a description to a property (`Meta(min_length=1)`,
+    `Meta(ge=0, le=10)`, `Meta(description=...)`; an `Args:` entry of the docstring wins over
+    its description). A default of `msgspec.UNSET` (annotated `T | msgspec.UnsetType`) makes a
+    property optional without advertising a default: the handler sees `UNSET` when the model
+    leaves it out. A `**kwargs` parameter receives the undeclared keys of the call as well.
+
+    Args:
+        fn: The handler (bare `@tool`); omitted when the decorator is called with options.
+        name: The model-facing name (default: the function's name).
+        description: The model-facing description (default: the docstring's summary).
+        parallel_safe: Calls of one response may run at once.
+        validate: Check arguments against the schema before the handler runs. A tool that
+            checks them itself turns it off; its handler then gets whatever the model sent, so
+            it needs a default for every parameter the model may leave out (and `**kwargs` to
+            see the raw arguments).
+        checkpoint: Make the log durable before the handler runs (see `ToolSpec.checkpoint`).
+        aborted_text: What the model reads when a cancellation cuts a started call (default:
+            the loop's generic text).
     """
 
     def build(func: Callable[..., Awaitable[Any]]) -> ToolSpec:
         return _spec_from_function(
-            func, name=name, description=description, parallel_safe=parallel_safe
+            func,
+            name=name,
+            description=description,
+            parallel_safe=parallel_safe,
+            validate=validate,
+            checkpoint=checkpoint,
+            aborted_text=aborted_text,
         )
 
     return build(fn) if fn is not None else build
@@ -160,10 +193,14 @@ def _spec_from_function(
     name: str | None,
     description: str | None,
     parallel_safe: bool,
+    validate: bool,
+    checkpoint: bool,
+    aborted_text: str | None,
 ) -> ToolSpec:
     if not inspect.iscoroutinefunction(func):
         raise UsageError(f"tool {func.__name__!r} must be an async function")
-    hints = typing.get_type_hints(func)
+    # With the extras: an `Annotated[T, msgspec.Meta(...)]` parameter keeps its constraints.
+    hints = typing.get_type_hints(func, include_extras=True)
     summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -212,6 +249,9 @@ def _spec_from_function(
         parameters=parameters,
         handler=handler,
         parallel_safe=parallel_safe,
+        validate=validate,
+        checkpoint=checkpoint,
+        aborted_text=aborted_text,
     )
 
 

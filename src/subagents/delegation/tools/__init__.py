@@ -1,8 +1,8 @@
 """The model-facing delegation tools.
 
-`subagent` (and `subagent_fork`), the control tools, the background-task tools and
-`read_transcript` (one of the control tools); the delegation runtime mounts them on every
-agent.
+`subagent` (and `subagent_fork`), the control tools, the background-task tools,
+`read_transcript` (one of the control tools) and the team task tools; the delegation runtime
+mounts them on every agent.
 """
 
 from ._background_tasks import task_tools as task_tools
@@ -13,6 +13,7 @@ from ._subagent import (
     foreground_outcome as foreground_outcome,
     mount_subagent_tool as mount_subagent_tool,
 )
+from ._team import team_tools as team_tools
 
 __all__ = [
     "SubagentToolConfig",
@@ -22,4 +23,5 @@ __all__ = [
     "mount_subagent_tool",
     "report_tool",
     "task_tools",
+    "team_tools",
 ]

@@ -7,28 +7,51 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from msgspec import UNSET, Meta, UnsetType
 
 from ...core import Agent, Status, live_status, stored_status
 from ...errors import ErrorCode, SubagentError
 from ...ids import SessionId
-from ...messages import JsonObject, MessageSource, user_message
+from ...messages import MessageSource, user_message
 from ...names import full_name
 from ...sessions import EventRecord, StatusProjection, fold
-from ...tools import ToolContext, ToolSpec
+from ...tools import ToolContext, ToolSpec, tool
 from .._catalog import catalog_entries
 from .._continuable import ContinuableManager
 from .._references import resolve_reference
 from ._subagent import calling_agent
-from ._transcript import transcript_tool
+from ._transcript import AgentReference, transcript_tool
 
 __all__ = ["AgentRow", "check_page", "control_tools", "list_rows", "report_tool"]
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 
+_Message = Annotated[str, Meta(min_length=1, description="The message.")]
+_Report = Annotated[str, Meta(min_length=1, description="What to report.")]
+# msgspec gives a Literal only its `enum`; the model also sees that it is a string.
+_Scope = Annotated[
+    Literal["children", "descendants"],
+    Meta(
+        extra_json_schema={"type": "string"},
+        description=(
+            "children (default): your direct children, who accept send_message. descendants: "
+            "the whole tree below you, with parent and depth; deeper agents accept only "
+            "interrupt_agent."
+        ),
+    ),
+]
+_Cursor = Annotated[
+    int, Meta(ge=0, description="Where to continue a long listing (from the last page).")
+]
+_Limit = Annotated[
+    int, Meta(ge=1, le=MAX_LIMIT, description=f"Rows per page (default {DEFAULT_LIMIT}).")
+]
 
-def _text(args: JsonObject, key: str) -> str:
-    value = str(args[key])
+
+def _text(value: str, key: str) -> str:
     if not value.strip():
         raise SubagentError(f"{key} must not be empty", code=ErrorCode.USAGE)
     return value
@@ -122,11 +145,21 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
     """`send_message`, `interrupt_agent` and `list_agents` over one manager."""
     runtime = manager.runtime
 
-    async def send(args: JsonObject, ctx: ToolContext) -> str:
+    @tool(
+        description=(
+            "Send a message to one of your background subagents (a direct child). It "
+            "becomes the child's next turn: it waits behind a turn in progress, and a "
+            "settled child is resumed with its conversation intact. You get a delivery "
+            "confirmation, not the answer; you are notified when the child settles again."
+        ),
+        parallel_safe=True,
+        checkpoint=False,
+    )
+    async def send_message(ctx: ToolContext, agent: AgentReference, message: _Message) -> str:
         caller = calling_agent(manager.service, ctx, "send_message")
-        message = _text(args, "message")
+        message = _text(message, "message")
         target = await resolve_reference(
-            runtime, caller, str(args["agent"]), action="the message was not delivered"
+            runtime, caller, agent, action="the message was not delivered"
         )
         try:
             act, accepted = await manager.send(
@@ -141,24 +174,51 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
             f"(message {accepted.id}); you will be notified when it settles"
         )
 
-    async def interrupt(args: JsonObject, ctx: ToolContext) -> str:
+    @tool(
+        description=(
+            "Stop the current turn of an agent below you (a child or a deeper descendant). "
+            "Its queued messages and the agents it started stay; it can be continued "
+            "later with send_message. Returns at once; an agent that already finished is "
+            "left as it is."
+        ),
+        parallel_safe=True,
+        checkpoint=False,
+    )
+    async def interrupt_agent(ctx: ToolContext, agent: AgentReference) -> str:
         caller = calling_agent(manager.service, ctx, "interrupt_agent")
-        reference = str(args["agent"])
         target = await resolve_reference(
-            runtime, caller, reference, action="no interrupt was requested"
+            runtime, caller, agent, action="no interrupt was requested"
         )
         await manager.interrupt(caller, target)
-        return f"interrupt requested for agent {reference}"
+        return f"interrupt requested for agent {agent}"
 
-    async def listing(args: JsonObject, ctx: ToolContext) -> str:
+    @tool(
+        description=(
+            "List the background subagents you started, by name, with status and label: "
+            "running (working now), idle (loaded, between turns), ready (stored; its last "
+            "turn completed), failed, aborted (stopped by an interrupt), crashed (its process "
+            "died mid-turn), cut-off (a crash cut its turn; resuming runs it again). "
+            "send_message continues a child in any status. You are notified when one "
+            "settles, so do not poll."
+        ),
+        parallel_safe=True,
+        checkpoint=False,
+    )
+    async def list_agents(
+        ctx: ToolContext,
+        scope: _Scope | UnsetType = UNSET,
+        cursor: _Cursor | UnsetType = UNSET,
+        limit: _Limit | UnsetType = UNSET,
+    ) -> str:
         caller = calling_agent(manager.service, ctx, "list_agents")
-        descendants = args.get("scope", "children") == "descendants"
-        offset = int(args.get("cursor") or 0)
-        limit = int(args.get("limit") or DEFAULT_LIMIT)
+        descendants = scope == "descendants"
+        # int(): an integral float (5.0) passes the schema as an integer.
+        offset = int(cursor or 0)
+        page_size = int(limit or DEFAULT_LIMIT)
         rows = await list_rows(manager, caller, descendants=descendants)
         if not rows:
             return "(no subagents)"
-        page = await check_page(manager, rows[offset : offset + limit])
+        page = await check_page(manager, rows[offset : offset + page_size])
         lines = [row.render(descendants=descendants) for row in page]
         left = len(rows) - offset - len(page)
         if left > 0:
@@ -168,133 +228,39 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
             )
         return "\n".join(lines) if lines else f"(no subagents at cursor {offset})"
 
-    agent_param = {
-        "type": "string",
-        "minLength": 1,
-        "description": (
-            "Who: a child's name (`reviewer`), a path below you (`reviewer/checker`), a path "
-            "from the root (`/reviewer/checker`), or a session id."
-        ),
-    }
-    return [
-        ToolSpec(
-            name="send_message",
-            description=(
-                "Send a message to one of your background subagents (a direct child). It "
-                "becomes the child's next turn: it waits behind a turn in progress, and a "
-                "settled child is resumed with its conversation intact. You get a delivery "
-                "confirmation, not the answer; you are notified when the child settles again."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "agent": agent_param,
-                    "message": {"type": "string", "minLength": 1, "description": "The message."},
-                },
-                "required": ["agent", "message"],
-            },
-            handler=send,
-            parallel_safe=True,
-            checkpoint=False,
-        ),
-        ToolSpec(
-            name="interrupt_agent",
-            description=(
-                "Stop the current turn of an agent below you (a child or a deeper descendant). "
-                "Its queued messages and the agents it started stay; it can be continued "
-                "later with send_message. Returns at once; an agent that already finished is "
-                "left as it is."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {"agent": agent_param},
-                "required": ["agent"],
-            },
-            handler=interrupt,
-            parallel_safe=True,
-            checkpoint=False,
-        ),
-        ToolSpec(
-            name="list_agents",
-            description=(
-                "List the background subagents you started, by name, with status and label: "
-                "running (working now), idle (loaded, between turns), ready (stored; its last "
-                "turn completed), failed, aborted (stopped by an interrupt), crashed (its process "
-                "died mid-turn), cut-off (a crash cut its turn; resuming runs it again). "
-                "send_message continues a child in any status. You are notified when one "
-                "settles, so do not poll."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "scope": {
-                        "type": "string",
-                        "enum": ["children", "descendants"],
-                        "description": (
-                            "children (default): your direct children, who accept "
-                            "send_message. descendants: the whole tree below you, with parent "
-                            "and depth; deeper agents accept only interrupt_agent."
-                        ),
-                    },
-                    "cursor": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "Where to continue a long listing (from the last page).",
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_LIMIT,
-                        "description": f"Rows per page (default {DEFAULT_LIMIT}).",
-                    },
-                },
-            },
-            handler=listing,
-            parallel_safe=True,
-            checkpoint=False,
-        ),
-        transcript_tool(manager),
-    ]
+    return [send_message, interrupt_agent, list_agents, transcript_tool(manager)]
 
 
 def report_tool(manager: ContinuableManager) -> ToolSpec:
     """`report`: a continuable child sends content to the agent that started it."""
     runtime = manager.runtime
 
-    async def report(args: JsonObject, ctx: ToolContext) -> str:
+    @tool(
+        description=(
+            "Send content to the agent that started you: progress, a finding, or your result. "
+            "It does not end your turn; only your direct parent receives it. Make it "
+            "self-contained: your parent does not see your work."
+        ),
+        parallel_safe=True,
+        checkpoint=False,
+    )
+    async def report(ctx: ToolContext, message: _Report) -> str:
         act = manager.get(ctx.agent_id)
         if act is None or act.closing:
             raise SubagentError(
                 f'agent "{ctx.agent_name}" is not a live continuable subagent and cannot report',
                 code=ErrorCode.UNAUTHORIZED,
             )
-        output = _text(args, "message")
-        message = user_message(
+        output = _text(message, "message")
+        reported = user_message(
             f"Background subagent {act.full_name} reported:\n{output}",
             source=MessageSource(kind="subagent-report", name=act.full_name),
         )
         parent = runtime.get_agent(act.parent_id)
         if parent is None:
-            await runtime.deliver(act.parent_id, message, wake=False)
+            await runtime.deliver(act.parent_id, reported, wake=False)
         else:
-            await parent.steer(message)
-        return f"report accepted by the agent that started you as message {message.id}"
+            await parent.steer(reported)
+        return f"report accepted by the agent that started you as message {reported.id}"
 
-    return ToolSpec(
-        name="report",
-        description=(
-            "Send content to the agent that started you: progress, a finding, or your result. "
-            "It does not end your turn; only your direct parent receives it. Make it "
-            "self-contained: your parent does not see your work."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "message": {"type": "string", "minLength": 1, "description": "What to report."}
-            },
-            "required": ["message"],
-        },
-        handler=report,
-        parallel_safe=True,
-        checkpoint=False,
-    )
+    return report

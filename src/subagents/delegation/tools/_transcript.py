@@ -14,11 +14,13 @@ caller itself, another tree or another tenant's id) reads as unknown. Reading wr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
+
+from msgspec import UNSET, Meta, UnsetType
 
 from ...core import Agent
 from ...errors import ErrorCode, NotFoundError, SubagentError
 from ...ids import SessionId
-from ...messages import JsonObject
 from ...sessions import (
     AssistantMessageEvent,
     EventRecord,
@@ -30,19 +32,39 @@ from ...sessions import (
     UserMessageEvent,
     fold,
 )
-from ...tools import ToolContext, ToolSpec
+from ...tools import ToolContext, ToolSpec, tool
 from .._background import TaskRegistry
 from .._catalog import full_name_of
 from .._continuable import ContinuableManager
 from .._references import resolve_reference
 from ._subagent import calling_agent
 
-__all__ = ["in_flight_status", "transcript_entries", "transcript_tool"]
+__all__ = ["AgentReference", "in_flight_status", "transcript_entries", "transcript_tool"]
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 MAX_ENTRY_CHARS = 1_000
 NOTHING_READ = "no transcript was read"
+
+AgentReference = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        description=(
+            "Who: a child's name (`reviewer`), a path below you (`reviewer/checker`), a path "
+            "from the root (`/reviewer/checker`), or a session id."
+        ),
+    ),
+]
+"""The `agent` parameter of the tools that address an agent below the caller."""
+_Limit = Annotated[
+    int,
+    Meta(
+        ge=1,
+        le=MAX_LIMIT,
+        description=f"How many of the most recent entries to show (default {DEFAULT_LIMIT}).",
+    ),
+]
 
 
 def _clip(text: str, limit: int = MAX_ENTRY_CHARS) -> str:
@@ -143,11 +165,25 @@ def transcript_tool(manager: ContinuableManager) -> ToolSpec:
             return None
         return None
 
-    async def read(args: JsonObject, ctx: ToolContext) -> str:
+    @tool(
+        description=(
+            "Read the transcript of a subagent below you (a child or a deeper descendant) once "
+            "it has settled: its messages, answers, tool calls and tool results, each clipped "
+            f"to {MAX_ENTRY_CHARS} characters. Use it to check how a finished child reached "
+            "its result. A child that is still working (running, or waiting on input or its "
+            "own children) cannot be read: the call fails and you are notified when it "
+            "settles; do not poll."
+        ),
+        parallel_safe=True,
+        checkpoint=False,
+    )
+    async def read_transcript(
+        ctx: ToolContext, agent: AgentReference, limit: _Limit | UnsetType = UNSET
+    ) -> str:
         caller = calling_agent(manager.service, ctx, "read_transcript")
-        reference = str(args["agent"]).strip()
-        raw_limit = args.get("limit")
-        limit = min(max(raw_limit, 1), MAX_LIMIT) if isinstance(raw_limit, int) else DEFAULT_LIMIT
+        reference = agent.strip()
+        # An integral float (5.0) passes the schema as an integer; it gets the default.
+        shown_limit = min(max(limit, 1), MAX_LIMIT) if isinstance(limit, int) else DEFAULT_LIMIT
         target = await resolve_reference(runtime, caller, reference, action=NOTHING_READ)
         header = await descendant_header(caller, target)
         if header is None:
@@ -166,7 +202,7 @@ def transcript_tool(manager: ContinuableManager) -> ToolSpec:
         records = (await runtime.read_log(target))[header.seed_length :]
         name = await full_name_of(runtime.read_log, runtime.read_header, header)
         entries = transcript_entries(records)
-        shown = entries[-limit:]
+        shown = entries[-shown_limit:]
         last = fold(StatusProjection(), records).last_stop
         lines = [
             f"transcript of subagent {name} ({target}), last turn "
@@ -184,40 +220,4 @@ def transcript_tool(manager: ContinuableManager) -> ToolSpec:
         )
         return "\n".join(lines)
 
-    return ToolSpec(
-        name="read_transcript",
-        description=(
-            "Read the transcript of a subagent below you (a child or a deeper descendant) once "
-            "it has settled: its messages, answers, tool calls and tool results, each clipped "
-            f"to {MAX_ENTRY_CHARS} characters. Use it to check how a finished child reached "
-            "its result. A child that is still working (running, or waiting on input or its "
-            "own children) cannot be read: the call fails and you are notified when it "
-            "settles; do not poll."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "agent": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": (
-                        "Who: a child's name (`reviewer`), a path below you "
-                        "(`reviewer/checker`), a path from the root (`/reviewer/checker`), or "
-                        "a session id."
-                    ),
-                },
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_LIMIT,
-                    "description": (
-                        f"How many of the most recent entries to show (default {DEFAULT_LIMIT})."
-                    ),
-                },
-            },
-            "required": ["agent"],
-        },
-        handler=read,
-        parallel_safe=True,
-        checkpoint=False,
-    )
+    return read_transcript

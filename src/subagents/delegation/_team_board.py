@@ -2,6 +2,7 @@
 
 Storage keeps owners' session ids; results name them by full name. A claim is atomic: the
 board checks and records it in one synchronous step, so of two claimers exactly one wins.
+The model-facing `team_task_*` tools over it are in `tools/_team.py`.
 """
 
 from __future__ import annotations
@@ -12,14 +13,11 @@ from typing import Literal
 from ..core import Agent, AgentRuntime
 from ..errors import ErrorCode, SubagentError
 from ..ids import SessionId
-from ..messages import JsonObject
 from ..sessions import EventRecord, SessionEvent, TeamTaskClaimed, TeamTaskCreated, TeamTaskUpdated
-from ..tools import ToolContext, ToolSpec
 from ._catalog import full_name_of
 from ._service import SubagentService
-from .tools import calling_agent
 
-__all__ = ["TeamBoards", "team_tools"]
+__all__ = ["Status", "TeamBoards", "TeamTask", "fold_board"]
 
 Status = Literal["pending", "in_progress", "completed"]
 
@@ -165,88 +163,3 @@ class TeamBoards:
             f"{task.id} [{task.status}] {task.subject} — owner {await self.owner_name(task.owner)}"
             f"{blocked}"
         )
-
-
-def team_tools(boards: TeamBoards) -> list[ToolSpec]:
-    service = boards.service
-
-    async def create(args: JsonObject, ctx: ToolContext) -> str:
-        caller = calling_agent(service, ctx, "team_task_create")
-        subject = str(args["subject"]).strip()
-        if not subject:
-            raise SubagentError("subject must not be empty", code=ErrorCode.USAGE)
-        task = await boards.create(
-            caller, subject, str(args.get("description", "")), list(args.get("blocked_by", []))
-        )
-        return f"created {await boards.render(task)}"
-
-    async def claim(args: JsonObject, ctx: ToolContext) -> str:
-        caller = calling_agent(service, ctx, "team_task_claim")
-        task = await boards.claim(caller, str(args["id"]))
-        return f"claimed {await boards.render(task)}"
-
-    async def update(args: JsonObject, ctx: ToolContext) -> str:
-        caller = calling_agent(service, ctx, "team_task_update")
-        status: Status = args["status"]
-        task = await boards.update(caller, str(args["id"]), status, str(args.get("note", "")))
-        return f"updated {await boards.render(task)}"
-
-    async def listing(args: JsonObject, ctx: ToolContext) -> str:
-        caller = calling_agent(service, ctx, "team_task_list")
-        _, board = await boards.board(caller)
-        if not board:
-            return "(no team tasks)"
-        return "\n".join([await boards.render(task) for task in board.values()])
-
-    task_id = {"type": "string", "minLength": 1, "description": "The task id (T1, T2, ...)."}
-    return [
-        ToolSpec(
-            name="team_task_create",
-            description="Add a task to your team's shared board (everyone in this tree sees it).",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "subject": {"type": "string", "minLength": 1, "description": "What to do."},
-                    "description": {"type": "string", "description": "Details."},
-                    "blocked_by": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "description": "Ids of tasks that must be completed first.",
-                    },
-                },
-                "required": ["subject"],
-            },
-            handler=create,
-            checkpoint=False,
-        ),
-        ToolSpec(
-            name="team_task_claim",
-            description="Claim an unowned, unblocked task from the board; you become its owner.",
-            parameters={"type": "object", "properties": {"id": task_id}, "required": ["id"]},
-            handler=claim,
-            checkpoint=False,
-        ),
-        ToolSpec(
-            name="team_task_update",
-            description="Set the status of a task you own (pending, in_progress, completed).",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "id": task_id,
-                    "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
-                    "note": {"type": "string", "description": "A short note for the team."},
-                },
-                "required": ["id", "status"],
-            },
-            handler=update,
-            checkpoint=False,
-        ),
-        ToolSpec(
-            name="team_task_list",
-            description="Show the team's task board: status, owner and blockers of each task.",
-            parameters={"type": "object", "properties": {}},
-            handler=listing,
-            parallel_safe=True,
-            checkpoint=False,
-        ),
-    ]
