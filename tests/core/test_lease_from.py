@@ -4,6 +4,7 @@ other runtime does not hold."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,21 @@ def test_a_bad_lease_from_is_refused_with_a_usage_error(tmp_path: Path, bad: obj
         runtime(tmp_path / "state.db", lease_from=bad)  # type: ignore[arg-type]
     assert refused.value.code == ErrorCode.USAGE
     assert "lease_from must be a runtime's holder name" in refused.value.message
+
+
+async def test_an_expired_lease_of_the_starter_is_refused_and_left_as_it_is(
+    tmp_path: Path,
+) -> None:
+    """A borrower only reads the lease: even one that ran out stays its holder's to renew."""
+    path = tmp_path / "state.db"
+    async with runtime(path) as first:
+        lead = await first.create_agent()
+        await first.store.flush()
+        await first.store.release_lease(lead.id, holder=first.holder)
+        stale = await first.store.acquire_lease(
+            lead.id, holder="starter/1", pid=1, now=time.time() - 3600, ttl=30.0
+        )
+        async with runtime(path, lease_from="starter/1") as helper:
+            with pytest.raises(LeaseHeld):
+                await helper.resume_agent(lead.id)
+        assert await first.store.get_lease(lead.id) == stale

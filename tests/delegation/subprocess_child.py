@@ -5,7 +5,7 @@
 
 The parent created the child's session (or it is a stored child being resumed); this process
 loads it from the shared SQLite store under the parent's lease and runs it with a scripted
-model. stdin's first line is `{"name", "instructions", "retry_cut_turn"}`; every later line is
+model. stdin's first line is its config and `retry_cut_turn`; every later line is
 a command `{"id", "op", ...}` (`send`, `wake`, `interrupt`, `wait`, `kill`), each answered by
 one stdout line `{"id", "running", "pending"}` (or `{"id", "error"}`) once its effect is
 durable in the store. Unprompted lines: `{"ready": true}` once the child is loaded and
@@ -81,7 +81,11 @@ async def main(args: argparse.Namespace) -> None:
     ) as runtime:
         agent = await runtime.resume_agent(
             SessionId(args.session),
-            config=AgentConfig(name=first["name"], instructions=first["instructions"]),
+            config=AgentConfig(
+                name=first["name"],
+                instructions=first["instructions"],
+                context=tuple((topic, text) for topic, text in first["context"]),
+            ),
             retry_cut_turn=bool(first["retry_cut_turn"]),
         )
         await runtime.store.flush()

@@ -87,14 +87,20 @@ class SubprocessChild:
     def exited(self) -> bool:
         return self._process.returncode is not None
 
-    async def open(self, *, name: str, instructions: str, retry_cut_turn: bool) -> None:
+    async def open(self, config: AgentConfig, *, retry_cut_turn: bool) -> None:
         header = await self._runtime.read_header(self._id)
         self._seed_length = header.seed_length
-        first = {"name": name, "instructions": instructions, "retry_cut_turn": retry_cut_turn}
-        self._write(first)
+        self._write(
+            {
+                "name": config.name,
+                "instructions": config.instructions,
+                "context": [list(paragraph) for paragraph in config.context],
+                "retry_cut_turn": retry_cut_turn,
+            }
+        )
         await self.ready.wait()
         if self.exited or self._reader.done():
-            raise SubagentError(f"the child process of {name} exited before it was ready")
+            raise SubagentError(f"the child process of {config.name} exited before it was ready")
 
     async def send(self, message: UserMessage, *, durable: bool = True) -> UserMessage:
         self._running = True
@@ -183,24 +189,24 @@ class SubprocessProvider:
         # The session is created here, below its parent, and run there.
         agent = await self._runtime.create_child(
             request.parent,
-            config=AgentConfig(name=request.full_name, instructions=request.instructions),
+            config=request.config,
             cwd=request.cwd,
             first_events=(request.descriptor,),
         )
         await agent.dispose(keep_inbox=True)
         await self._runtime.store.flush()
-        return await self._spawn(agent.id, request.full_name, request.instructions, False)
+        return await self._spawn(agent.id, request.config, retry_cut_turn=False)
 
     async def resume(self, request: ResumeRequest) -> SubagentChild:
         return await self._spawn(
-            request.header.id, request.full_name, request.instructions, request.retry_cut_turn
+            request.header.id, request.config, retry_cut_turn=request.retry_cut_turn
         )
 
     def list(self) -> list[SubagentChild]:
         return [child for child in self._children if not child.exited]
 
     async def _spawn(
-        self, child_id: SessionId, name: str, instructions: str, retry_cut_turn: bool
+        self, child_id: SessionId, config: AgentConfig, *, retry_cut_turn: bool
     ) -> SubprocessChild:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -219,6 +225,6 @@ class SubprocessProvider:
         child = SubprocessChild(self._runtime, process, child_id)
         self._children.append(child)
         self.started.append(child)
-        await child.open(name=name, instructions=instructions, retry_cut_turn=retry_cut_turn)
+        await child.open(config, retry_cut_turn=retry_cut_turn)
         self.arrivals.put_nowait(child)
         return child

@@ -217,7 +217,9 @@ async def test_reports_and_notices_to_an_unloaded_parent_wait_in_its_log(tmp_pat
         act, _ = await rt.continuable.deliver_as_user(reviewer_id, "Review it again")
         await rt.wait_quiescent()
         assert rt.get_agent(lead_id) is None
-        assert ACCEPTED.fullmatch(replies(act.agent)[-1].content)
+        agent = act.child.local_agent
+        assert agent is not None
+        assert ACCEPTED.fullmatch(replies(agent)[-1].content)
         await rt.store.flush()
         pending = replay_inbox(await rt.store.read(lead_id, tenant="default"))
         expected: list[tuple[str, str]] = [

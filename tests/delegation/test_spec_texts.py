@@ -10,11 +10,15 @@ import pytest
 from delegation_support import Gates, ToolReply, make_runtime, replies
 
 from subagents import DelegationOptions, Runtime
+from subagents.core import AgentConfig
 from subagents.delegation._results import CANCELLED_TEXT, NO_OUTPUT_TEXT, failure_headline
 from subagents.delegation._wording import (
+    DELEGATION,
+    FILE_POLICY,
+    STRUCTURED_OUTPUT,
     file_policy_statement,
-    with_file_policy,
-    without_file_policy,
+    told,
+    with_recorded_prompt,
 )
 from subagents.errors import ErrorCode
 from subagents.policy import SandboxMode
@@ -60,18 +64,36 @@ def test_one_sentence_per_mode(mode: SandboxMode, expected: str) -> None:
 
 
 def test_the_policy_paragraph_is_replaced_in_place() -> None:
-    child = 'Body.\n\nYou are the delegated subagent "kid". More.\n\nReturn JSON.'
-    told = with_file_policy(child, "Current file policy: read-only. A.")
-    assert told == (
-        'Body.\n\nYou are the delegated subagent "kid". More.\n\n'
-        "Current file policy: read-only. A.\n\nReturn JSON."
+    child = told(AgentConfig(name="kid", instructions="Body."), DELEGATION, "You are kid.")
+    child = told(child, STRUCTURED_OUTPUT, "Return JSON.")
+    policy = told(child, FILE_POLICY, "Current file policy: read-only. A.")
+    # A new policy paragraph follows the statement; the answer's instruction stays last.
+    assert policy.system_prompt == (
+        "Body.\n\nYou are kid.\n\nCurrent file policy: read-only. A.\n\nReturn JSON."
     )
-    switched = with_file_policy(told, "Current file policy: danger-full-access. B.")
-    assert policy_paragraphs(switched) == ["Current file policy: danger-full-access. B."]
-    assert without_file_policy(switched) == child
-    assert with_file_policy("Root.", "Current file policy: read-only. A.") == (
-        "Root.\n\nCurrent file policy: read-only. A."
+    switched = told(policy, FILE_POLICY, "Current file policy: danger-full-access. B.")
+    assert policy_paragraphs(switched.system_prompt) == [
+        "Current file policy: danger-full-access. B."
+    ]
+    assert switched.instructions == "Body."  # what its own children inherit
+    root = told(
+        AgentConfig(instructions="Root."), FILE_POLICY, "Current file policy: read-only. A."
     )
+    assert root.system_prompt == "Root.\n\nCurrent file policy: read-only. A."
+
+
+def test_a_recorded_prompt_gives_back_the_own_instructions_it_began_with() -> None:
+    """A re-run after a crash says exactly what it said; its own part is what its children
+    inherit, so a grandchild is not told its parent's statement as its own."""
+    config = told(AgentConfig(name="kid"), DELEGATION, "You are kid.")
+    config = told(config, FILE_POLICY, "Current file policy: read-only. A.")
+    recorded = "You review code.\n\nYou are kid.\n\nCurrent file policy: read-only. A."
+    restored = with_recorded_prompt(config, recorded)
+    assert restored.system_prompt == recorded
+    assert restored.instructions == "You review code."
+    # A prompt that does not end with what the config says is kept whole.
+    other = with_recorded_prompt(config, "Something else entirely.")
+    assert (other.instructions, other.context) == ("Something else entirely.", ())
 
 
 async def test_root_and_child_are_told_their_policy_and_a_switch(tmp_path: Path) -> None:

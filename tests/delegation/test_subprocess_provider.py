@@ -162,7 +162,7 @@ lead:
         await child.holding.get()  # its hold tool runs, in the other process
         assert provider.list() == [child]
         assert child.running or child.pending
-        await rt.continuable.interrupt(lead, child.id)
+        assert await rt.interrupt(lead.id, "holder")  # the runtime's verb reaches it
         await settlements.reached(1)
         await rt.wait_quiescent()
         log = await stored(rt, child.id)

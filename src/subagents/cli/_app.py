@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from ..core import Agent, Budget, RunResult, is_held, list_sessions, run_result
-from ..delegation import DelegationOptions, TreeMember, find_member, load_tree, tree_json
-from ..errors import ErrorCode, UsageError
+from ..core import Budget, RunResult, is_held, list_sessions
+from ..definitions import AgentDefinition
+from ..delegation import DelegationOptions, find_member, load_tree, tree_json
 from ..ids import SessionId
-from ..models import ScriptedModel
-from ..policy import SANDBOX_MODES, parse_mode
+from ..models import Model, ScriptedModel
+from ..policy import SANDBOX_MODES, SandboxMode, parse_mode
 from ..sessions import SessionHeader
+from ..tools import ToolSpec
 from ..workflows import Runtime
 from ._agents import choose_definition, definitions_for, list_agents, model_for
 from ._command import SessionCommand
@@ -184,29 +186,43 @@ def _print_result(
         typer.echo(line, err=True)
 
 
+def _runtime(
+    store: str | None,
+    *,
+    tenant: str,
+    cwd: str | Path | None,
+    model: Model | None = None,
+    model_spec: str | None = None,
+    definitions: Mapping[str, AgentDefinition] | None = None,
+    sandbox: SandboxMode = "workspace-write",
+    budget: Budget | None = None,
+    tools: Sequence[ToolSpec] = (),
+) -> Runtime:
+    """The one place the command line builds a runtime.
+
+    Without a model nothing may run (an interrupt only closes what a crash left open), so a
+    script with no responses stands in. Without definitions the runtime reads the tenant's
+    files itself, off the event loop, as it enters.
+    """
+    return Runtime(
+        model=model if model is not None else ScriptedModel({}),
+        store=open_store(store),
+        tools=tools,
+        tenant=tenant,
+        cwd=cwd,
+        model_spec=model_spec,
+        sandbox=sandbox,
+        delegation=DelegationOptions(definitions=definitions, budget=budget),
+    )
+
+
 async def _tree_rows(runtime: Runtime, root: SessionId) -> list[dict[str, Any]]:
     """The rows of `root`'s tree (for usage), read by the live runtime that holds it."""
-    await runtime.store.flush()
-    header = await runtime.store.get_header(root, tenant=runtime.tenant)
-    return tree_json(await load_tree(runtime.store, header))
+    return tree_json(await runtime.tree(root))
 
 
 def _exit_for(result: RunResult) -> None:
     raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
-
-
-async def _run_until_quiet(runtime: Runtime, agent: Agent, first_seq: int) -> RunResult:
-    """Wait for quiescence and fold the turns since `first_seq` into a result.
-
-    When nothing ran (resuming a session with no pending work), the whole log's result
-    reports where the session stands.
-    """
-    await runtime.wait_quiescent()
-    await runtime.store.flush()
-    result = run_result(agent.id, agent.session.records[first_seq:])
-    if result.stop_reason is None:
-        result = run_result(agent.id, agent.session.records)
-    return result
 
 
 @app.command()
@@ -250,20 +266,16 @@ def run(
     text = prompt
 
     async def main() -> tuple[RunResult, list[dict[str, Any]]]:
-        async with Runtime(
-            model=chosen,
-            store=open_store(store),
+        async with _runtime(
+            store,
             tenant=tenant,
             cwd=cwd,
+            model=chosen,
             model_spec=spec,
+            definitions=definitions,
             sandbox=parse_mode(sandbox),
-            delegation=DelegationOptions(
-                definitions=definitions,
-                budget=Budget(
-                    tokens=budget_tokens,
-                    model_calls=budget_model_calls,
-                    children=budget_children,
-                ),
+            budget=Budget(
+                tokens=budget_tokens, model_calls=budget_model_calls, children=budget_children
             ),
         ) as runtime:
             lead = None if definition is None else await runtime.create_agent_from(definition)
@@ -289,33 +301,10 @@ def resume(
     check_tenant(tenant)
     if prompt is not None and not prompt.strip():
         fail("the prompt must not be empty; omit it to only run pending input")
-    require_existing_store(store)
-    header = run_async(lambda: _header(store, tenant, session))
-    chosen, spec = resolve_model(model, recorded=header.model_spec)
-
-    async def main() -> tuple[RunResult, list[dict[str, Any]]]:
-        async with Runtime(
-            model=chosen,
-            store=open_store(store),
-            tenant=tenant,
-            cwd=header.cwd,
-            model_spec=spec,
-            delegation=DelegationOptions(definitions=definitions_for(header.cwd, tenant)),
-        ) as runtime:
-            with LiveTree(runtime, enabled=is_terminal()):
-                first = len(await runtime.store.read(header.id, tenant=tenant))
-                # Child-first: work a crash cut off runs again and reaches whoever waited.
-                agent = await runtime.resume_tree(header.id)
-                if prompt is not None:
-                    await agent.followup(prompt)
-                else:
-                    agent.wake()
-                result = await _run_until_quiet(runtime, agent, first)
-            return result, await _tree_rows(runtime, header.id)
-
-    result, rows = run_async(main)
-    _print_result(result, as_json=as_json, tree=rows)
-    _exit_for(result)
+    # Child-first: work a crash cut off runs again and reaches whoever waited.
+    _on_stored_tree(
+        store, tenant, session, model, lambda rt, root: rt.resume(root, prompt), as_json=as_json
+    )
 
 
 @app.command(cls=SessionCommand)
@@ -337,61 +326,47 @@ def send(
     check_tenant(tenant)
     if not message.strip():
         fail("the message must not be empty")
+    _on_stored_tree(
+        store,
+        tenant,
+        session,
+        model,
+        lambda rt, root: rt.send(root, name, message),
+        as_json=as_json,
+    )
+
+
+def _on_stored_tree(
+    store: str | None,
+    tenant: str,
+    session: str,
+    model: str | None,
+    verb: Callable[[Runtime, SessionId], Awaitable[RunResult]],
+    *,
+    as_json: bool,
+) -> None:
+    """Run `verb` on a stored tree with the model it recorded, then print its result."""
     require_existing_store(store)
     header = run_async(lambda: _header(store, tenant, session))
     chosen, spec = resolve_model(model, recorded=header.model_spec)
+    definitions = definitions_for(header.cwd, tenant)
 
     async def main() -> tuple[RunResult, list[dict[str, Any]]]:
-        async with Runtime(
-            model=chosen,
-            store=open_store(store),
+        async with _runtime(
+            store,
             tenant=tenant,
             cwd=header.cwd,
+            model=chosen,
             model_spec=spec,
-            delegation=DelegationOptions(definitions=definitions_for(header.cwd, tenant)),
+            definitions=definitions,
         ) as runtime:
-            await runtime.hold(header.id)
-            target = await find_member(runtime.store, header, name)
-            check_takes_messages(await load_tree(runtime.store, header), target.id)
             with LiveTree(runtime, enabled=is_terminal()):
-                # The whole tree resumes: work a crash cut off finishes, and the lead is
-                # loaded, so a child's settlement notice is taken in, not left queued.
-                lead = await runtime.resume_tree(header.id)
-                if target.parent is None:
-                    agent = lead
-                    first = agent.session.next_seq
-                    await agent.followup(message)
-                else:
-                    lead.wake()
-                    act, _ = await runtime.continuable.deliver_as_user(target.id, message)
-                    agent = act.agent
-                    first = act.epoch_start
-                await runtime.wait_quiescent()
-                await runtime.store.flush()
-                result = run_result(agent.id, agent.session.records[first:])
+                result = await verb(runtime, header.id)
             return result, await _tree_rows(runtime, header.id)
 
     result, rows = run_async(main)
     _print_result(result, as_json=as_json, tree=rows)
     _exit_for(result)
-
-
-def check_takes_messages(members: list[TreeMember], target: SessionId) -> None:
-    """Refuse, in words for a person, a message to a member that cannot take one.
-
-    Only the lead and continuable children have a conversation to continue; a one-shot child
-    (foreground, background task or workflow child) ran once and is settled for good.
-    """
-    member = next((m for m in members if m.row.header.id == target), None)
-    if member is None or member.row.mode != "one-shot":
-        return
-    row = member.row
-    raise UsageError(
-        f"{row.name} is a one-shot child that ran once and is {row.status}: it cannot take "
-        f"messages; send to its parent ({row.parent}) instead, for example: subagents send "
-        f"{row.header.root} {row.parent} '...'",
-        code=ErrorCode.NOT_RESUMABLE,
-    )
 
 
 @app.command(cls=SessionCommand)
@@ -411,20 +386,10 @@ def interrupt(
     header = run_async(lambda: _header(store, tenant, session))
 
     async def main() -> tuple[SessionId, bool]:
-        async with Runtime(
-            model=ScriptedModel({}),
-            store=open_store(store),
-            tenant=tenant,
-            cwd=header.cwd,
-            delegation=DelegationOptions(definitions={}),  # nothing runs
-        ) as runtime:
-            await runtime.hold(header.id)
-            target = await find_member(runtime.store, header, name)
-            before = len(await runtime.store.read(target.id, tenant=tenant))
-            # The user stops it: its cut-off turn is closed, not run again.
-            agent = await runtime.resume_agent(target.id, retry_cut_turn=False)
-            closed = agent.session.next_seq > before
-        return target.id, closed
+        # No model: nothing runs; the user stops it, so its cut-off turn is closed, not re-run.
+        async with _runtime(store, tenant=tenant, cwd=header.cwd, definitions={}) as runtime:
+            closed = await runtime.interrupt(header.id, name)
+            return (await find_member(runtime.store, header, name)).id, closed
 
     member, closed = run_async(main)
     if as_json:
@@ -459,21 +424,20 @@ def demo(
     model = ScriptedModel.from_file(script)
 
     async def main() -> tuple[RunResult, list[dict[str, Any]]]:
-        async with Runtime(
-            model=model,
-            store=open_store(store),
-            tools=tools,
+        async with _runtime(
+            store,
             tenant=tenant,
             cwd=examples,
+            model=model,
             model_spec=f"scripted:{script}",
+            tools=tools,
         ) as runtime:
             with LiveTree(runtime, enabled=is_terminal()):
                 result = await runtime.run(
                     "How many words are in the project motto, which word is longest, and is "
                     "its wording sound?"
                 )
-            header = await runtime.store.get_header(result.session_id, tenant=tenant)
-            return result, tree_json(await load_tree(runtime.store, header))
+            return result, await _tree_rows(runtime, result.session_id)
 
     result, rows = run_async(main)
     if as_json:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -44,9 +45,33 @@ class AgentConfig:
 
     name: str = "lead"
     instructions: str = "You are a helpful agent. Use the tools you have when they help."
+    """The agent's own instructions (a definition's body, say): what its children inherit."""
+    context: tuple[tuple[str, str], ...] = ()
+    """What the runtime tells the agent about where it stands, after `instructions`: one
+    paragraph per topic (its place in the tree, its file policy, ...), kept apart so each can
+    be replaced without parsing the text."""
     max_parallel_tools: int | None = None
     """Cap on parallel-safe calls of one response running at once (None: no cap)."""
     max_tokens: int | None = None
+
+    @property
+    def system_prompt(self) -> str:
+        """What the model is told: the instructions, then each context paragraph."""
+        return "\n\n".join([self.instructions, *(text for _, text in self.context)])
+
+    def with_context(self, topic: str, text: str, *, order: Sequence[str] = ()) -> AgentConfig:
+        """This config telling `text` about `topic`, in place of what it said about it before.
+
+        A new topic goes last, unless `order` ranks topics: then they are sorted by it (topics
+        it does not name keep their place after those it does).
+        """
+        context = [(t, x) for t, x in self.context if t != topic]
+        at = next((i for i, (t, _) in enumerate(self.context) if t == topic), len(context))
+        context.insert(at, (topic, text))
+        if order:
+            rank = {name: index for index, name in enumerate(order)}
+            context.sort(key=lambda item: rank.get(item[0], len(rank)))
+        return dataclasses.replace(self, context=tuple(context))
 
 
 class Agent:

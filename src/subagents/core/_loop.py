@@ -146,7 +146,7 @@ def _build_request(agent: Agent) -> ModelRequest:
         agent_name=agent.name,
         session_id=agent.id,
         call_index=agent.call_index,
-        system=agent.config.instructions,
+        system=agent.config.system_prompt,
         messages=agent.transcript,
         tools=agent.tools.schemas(),
         max_tokens=agent.config.max_tokens,

@@ -28,7 +28,6 @@ from ..sessions import (
     InboxSpliced,
     InboxTarget,
     KnownOutcome,
-    Lease,
     Session,
     SessionEndSeed,
     SessionEvent,
@@ -218,12 +217,12 @@ class AgentRuntime:
         """
         if root in self._held or root in self._borrowed:
             return
+        if self.lease_from is not None:
+            await self._borrow(root)
+            return
         lease = await self.store.acquire_lease(
             root, holder=self.holder, pid=os.getpid(), now=time.time(), ttl=LEASE_TTL_SECONDS
         )
-        if self.lease_from is not None:
-            await self._borrow(root, lease)
-            return
         if lease.holder != self.holder and lease_alive(lease, now=time.time()):
             raise LeaseHeld(
                 f"session {root} is held by process {lease.pid} ({lease.holder.split('/')[0]}); "
@@ -238,18 +237,21 @@ class AgentRuntime:
             )
         self._held.add(root)
 
-    async def _borrow(self, root: SessionId, lease: Lease) -> None:
-        """Work `root` under the lease of the runtime that started this process, or refuse."""
-        if lease.holder == self.lease_from and lease_alive(lease, now=time.time()):
+    async def _borrow(self, root: SessionId) -> None:
+        """Work `root` under the lease of the runtime that started this process, or refuse.
+
+        Read only: the lease stays its holder's to renew and release, whatever happens here.
+        """
+        lease = await self.store.get_lease(root)
+        alive = lease is not None and lease_alive(lease, now=time.time())
+        if alive and lease is not None and lease.holder == self.lease_from:
             self._borrowed.add(root)
             return
-        if lease.holder == self.holder:  # nobody held it, so the store gave it to us
-            await self.store.release_lease(root, holder=self.holder)
         raise LeaseHeld(
             f"session {root} is not held by the runtime that started this process "
             f"({self.lease_from}); it works only under that runtime's lease",
             code=ErrorCode.LEASE_HELD,
-            pid=lease.pid,
+            pid=lease.pid if lease is not None else 0,
         )
 
     @property

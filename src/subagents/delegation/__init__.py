@@ -39,6 +39,7 @@ from ._service import (
 )
 from ._tree import (
     TreeMember as TreeMember,
+    check_takes_messages as check_takes_messages,
     find_member as find_member,
     load_tree as load_tree,
     tree_json as tree_json,
@@ -70,6 +71,7 @@ __all__ = [
     "ToolFilter",
     "TreeMember",
     "catalog_entries",
+    "check_takes_messages",
     "child_names",
     "find_member",
     "load_tree",

@@ -15,12 +15,13 @@ The schema comes from the child's descriptor, so a resume never re-reads definit
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._task_owner import TaskOwner
-from ..core import Agent, AgentRuntime
+from ..core import Agent, AgentConfig, AgentRuntime
 from ..errors import ErrorCode, NotFoundError, SubagentError
 from ..ids import SessionId
 from ..messages import JsonObject, MessageSource, UserMessage, user_message
@@ -81,16 +82,6 @@ class Activation:
         return self.child.id
 
     @property
-    def agent(self) -> Agent:
-        """The child's agent (every activation's child runs in this runtime today)."""
-        agent = self.child.local_agent
-        if agent is None:
-            raise SubagentError(
-                f"subagent {self.full_name} runs outside this runtime", code=ErrorCode.USAGE
-            )
-        return agent
-
-    @property
     def admits_input(self) -> bool:
         """False once it is being released or its structured answer is decided."""
         return not self.closing and (self.structured is None or not self.structured.sealed)
@@ -104,12 +95,12 @@ class ContinuableManager:
         runtime: AgentRuntime,
         service: SubagentService,
         *,
-        instructions: Callable[[str, int], str],
+        config_for: Callable[[str, int], AgentConfig],
         setup: Callable[[Agent], None],
     ) -> None:
         self.runtime = runtime
         self.service = service
-        self._instructions = instructions
+        self._config_for = config_for
         self._setup = setup
         self._acts: dict[SessionId, Activation] = {}
         self._locks: dict[SessionId, asyncio.Lock] = {}
@@ -140,9 +131,8 @@ class ContinuableManager:
             child = await provider.start(
                 StartRequest(
                     parent=parent,
-                    full_name=admission.full_name,
                     cwd=admission.cwd,
-                    instructions=self._instructions(admission.full_name, admission.depth),
+                    config=self._child_config(admission),
                     descriptor=descriptor,
                 )
             )
@@ -183,6 +173,15 @@ class ContinuableManager:
             act.poke.set()
         act.announced = True
         return act, message
+
+    def _child_config(self, admission: Admission) -> AgentConfig:
+        """A new continuable child's config: its parent's loop limits (its scope comes later)."""
+        parent = admission.parent.config
+        return dataclasses.replace(
+            self._config_for(admission.full_name, admission.depth),
+            max_parallel_tools=parent.max_parallel_tools,
+            max_tokens=parent.max_tokens,
+        )
 
     async def _activate(
         self,
@@ -302,7 +301,7 @@ class ContinuableManager:
                     child_id=act.id,
                     name=act.full_name,
                     parent_id=act.parent_id,
-                    local=True,
+                    local=act.child.local_agent is not None,
                     stop_reason=result.stop_reason,
                     last_message=result.output or None,
                 )
@@ -465,11 +464,7 @@ class ContinuableManager:
                 code=ErrorCode.NOT_RESUMABLE,
             )
         child = await provider.resume(
-            ResumeRequest(
-                header=header,
-                full_name=full_name,
-                instructions=self._instructions(full_name, header.depth),
-            )
+            ResumeRequest(header=header, config=self._config_for(full_name, header.depth))
         )
         assert header.parent is not None
         act = await self._activate(
@@ -496,7 +491,15 @@ class ContinuableManager:
         resumed: list[Activation] = []
         try:
             for header in sorted(headers, key=lambda h: (h.depth, h.created_at)):
-                act = await self._resume_if_unsettled(header)
+                try:
+                    act = await self._resume_if_unsettled(header)
+                except SubagentError as exc:
+                    if exc.code != ErrorCode.NOT_RESUMABLE:
+                        raise
+                    # Its provider is not here: it stays unsettled in storage, for a runtime
+                    # that has it; the rest of the tree resumes.
+                    log.warning("%s", exc.message)
+                    continue
                 if act is not None:
                     # Held until the whole tree is back, so a parent resumed before its
                     # children owns them, takes in their notices and settles after them.

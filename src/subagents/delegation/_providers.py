@@ -60,14 +60,19 @@ class StartRequest:
     """One child to create. The service has validated it and reserved its name."""
 
     parent: Agent
-    full_name: str
     cwd: str
-    instructions: str
+    config: AgentConfig
+    """Its full name, instructions, what it is told of where it stands, and loop limits."""
     descriptor: SubagentDescriptor
     """The child's identity as the service resolved it (mode, provider, scope, schema, model,
     budget): the first record of its own log, so a resume restores exactly this."""
     tool_filter: ToolFilter | None = None
     """The tools it may use of those it inherits (a provider with `tool_filter` enforces it)."""
+
+    @property
+    def full_name(self) -> str:
+        """Its full name in the tree (`reviewer/checker`)."""
+        return self.config.name
 
     @property
     def name(self) -> str:
@@ -80,10 +85,15 @@ class ResumeRequest:
     """One stored child to load from its own log."""
 
     header: SessionHeader
-    full_name: str
-    instructions: str
+    config: AgentConfig
+    """Its full name, instructions and what it is told of where it stands."""
     retry_cut_turn: bool = True
     """Queue the re-run of a turn a crash cut off (False: only close it)."""
+
+    @property
+    def full_name(self) -> str:
+        """Its full name in the tree (`reviewer/checker`)."""
+        return self.config.name
 
 
 class SubagentChild(Protocol):
@@ -244,12 +254,7 @@ class InProcessProvider:
         parent = request.parent
         agent = await self._runtime.create_child(
             parent,
-            config=AgentConfig(
-                name=request.full_name,
-                instructions=request.instructions,
-                max_parallel_tools=parent.config.max_parallel_tools,
-                max_tokens=parent.config.max_tokens,
-            ),
+            config=request.config,
             cwd=request.cwd,
             seed=completed_turns(parent.session.records) if self._inherits else [],
             first_events=(request.descriptor,),
@@ -260,9 +265,7 @@ class InProcessProvider:
 
     async def resume(self, request: ResumeRequest) -> SubagentChild:
         agent = await self._runtime.resume_agent(
-            request.header.id,
-            config=AgentConfig(name=request.full_name, instructions=request.instructions),
-            retry_cut_turn=request.retry_cut_turn,
+            request.header.id, config=request.config, retry_cut_turn=request.retry_cut_turn
         )
         return self._track(agent)
 

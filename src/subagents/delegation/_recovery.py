@@ -23,12 +23,11 @@ read its answer.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..core import Agent, AgentRuntime
+from ..core import Agent, AgentConfig, AgentRuntime
 from ..errors import ErrorCode
 from ..ids import SessionId
 from ..messages import MessageSource, user_message
@@ -47,7 +46,8 @@ from ._continuable_log import own_descriptor, restored_profile
 from ._providers import ResumeRequest
 from ._results import SubagentResult, result_from_log
 from ._service import SubagentService
-from ._structured import StructuredCapture, render_result
+from ._structured import StructuredCapture, render_result, structured_instruction
+from ._wording import STRUCTURED_OUTPUT, told, with_recorded_prompt
 from .tools import foreground_outcome
 
 __all__ = ["TreeRecovery"]
@@ -78,13 +78,13 @@ class TreeRecovery:
         runtime: AgentRuntime,
         service: SubagentService,
         *,
-        instructions: Callable[[str, int], str],
+        config_for: Callable[[str, int], AgentConfig],
         restore_scope: Callable[[Agent], None],
         delegated_work: Callable[[Agent], bool],
     ) -> None:
         self.runtime = runtime
         self.service = service
-        self._instructions = instructions
+        self._config_for = config_for
         self._restore_scope = restore_scope
         self._delegated_work = delegated_work
         self._outcomes: dict[SessionId, dict[str, KnownOutcome]] = {}
@@ -170,20 +170,18 @@ class TreeRecovery:
             self.service.profiles[header.id] = profile
         provider = self.service.get_provider(cut.descriptor.provider)
         if provider is None:
-            log.warning(
-                "subagent %s was started by provider %r, which this runtime does not have; "
-                "its cut-off turn is closed, not re-run",
-                full_name,
-                cut.descriptor.provider,
+            # Its creator still hears how it ended (an error that says why), not nothing.
+            diagnostic = (
+                f'its provider "{cut.descriptor.provider}" is not available in this runtime, '
+                "so its cut-off turn was closed, not run again"
             )
+            log.warning("subagent %s: %s", full_name, diagnostic)
             await self._close(header)
+            result = SubagentResult(output="", stop_reason="error", diagnostic=diagnostic)
+            await self._route(cut, full_name, result)
             return
         child = await provider.resume(
-            ResumeRequest(
-                header=header,
-                full_name=full_name,
-                instructions=self._instructions(full_name, header.depth),
-            )
+            ResumeRequest(header=header, config=self._config_for(full_name, header.depth))
         )
         capture = None
         agent = child.local_agent
@@ -194,8 +192,12 @@ class TreeRecovery:
                 (r.event.system for r in reversed(own) if isinstance(r.event, RequestHeader)),
                 None,
             )
-            if system is not None:  # exactly what it was told before the crash
-                agent.config = dataclasses.replace(agent.config, instructions=system)
+            if cut.descriptor.output_schema is not None:
+                agent.config = told(agent.config, STRUCTURED_OUTPUT, structured_instruction())
+            if system is not None and system != agent.config.system_prompt:
+                # Exactly what it was told before the crash (its own instructions were its
+                # parent's, which may not be loaded now).
+                agent.config = with_recorded_prompt(agent.config, system)
             if cut.descriptor.output_schema is not None:
                 capture = StructuredCapture(
                     cut.descriptor.output_schema, delegated_work=self._delegated_work
@@ -208,12 +210,16 @@ class TreeRecovery:
         finally:
             await child.kill(keep_inbox=True)
         own = (await child.records())[header.seed_length :]
-        result = self._result(own, capture)
-        assert header.parent is not None
+        await self._route(cut, full_name, self._result(own, capture))
+
+    async def _route(self, cut: _Cut, full_name: str, result: SubagentResult) -> None:
+        """Give a re-run's result to whoever the dead wait would have given it to."""
+        creator = cut.header.parent
+        assert creator is not None
         if cut.foreground:
-            self._hand_back(header.parent, cut.call_id, result)
+            self._hand_back(creator, cut.call_id, result)
         else:
-            await self._notify(header.parent, full_name, cut.label, result)
+            await self._notify(creator, full_name, cut.label, result)
 
     @staticmethod
     def _result(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal, Required, Self, TypedDict, cast
 
 from .._clock import Clock
-from ..core import Agent, AgentConfig, AgentRuntime, Budget
+from ..core import Agent, AgentConfig, AgentRuntime, Budget, RunResult, run_result
 from ..definitions import (
     AgentDefinition,
     DefinitionProblem,
@@ -30,6 +30,7 @@ from ..sessions import (
     EventStore,
     KnownOutcome,
     SandboxModeSet,
+    SessionHeader,
     SubagentDescriptor,
 )
 from ..tools import ToolSpec
@@ -43,11 +44,14 @@ from ._scope import AgentProfile, check_definition_tools, child_profile
 from ._service import Admission, SubagentService, output_schema
 from ._structured import structured_instruction
 from ._team_board import TeamBoards
+from ._tree import TreeMember, check_takes_messages, find_member, load_tree
 from ._wording import (
+    DELEGATION,
+    FILE_POLICY,
+    STRUCTURED_OUTPUT,
     delegation_statement,
     file_policy_statement,
-    with_file_policy,
-    without_file_policy,
+    told,
 )
 from .tools import (
     SubagentToolConfig,
@@ -181,7 +185,7 @@ class DelegationRuntime(AgentRuntime):
         self._workspace_tools = workspace_tools
         self.delegation = delegation or DelegationOptions()
         self.subagents = SubagentService(
-            self, instructions=self._child_instructions, delegated_work=self._delegated_work
+            self, config_for=self._child_config, delegated_work=self._delegated_work
         )
         self.tasks = TaskRegistry(
             self,
@@ -191,13 +195,13 @@ class DelegationRuntime(AgentRuntime):
         self.continuable = ContinuableManager(
             self,
             self.subagents,
-            instructions=self._resumed_instructions,
+            config_for=self._resumed_config,
             setup=self._setup_continuable,
         )
         self.recovery = TreeRecovery(
             self,
             self.subagents,
-            instructions=self._resumed_instructions,
+            config_for=self._resumed_config,
             restore_scope=self._restore_scope,
             delegated_work=self._delegated_work,
         )
@@ -374,17 +378,115 @@ class DelegationRuntime(AgentRuntime):
         reactivated. Returns the root's agent; `wake()` it (or give it a prompt) and wait
         for quiescence.
         """
-        header = await self.store.get_header(SessionId(root_id), tenant=self.tenant)
-        if header.parent is not None:
-            raise UsageError(
-                f"{header.id} is a child session; resume its tree's root {header.root_id}",
-                code=ErrorCode.USAGE,
-            )
+        header = await self._root(root_id)
         await self.hold(header.id)
         await self.recovery.recover(header)
         agent = await self.resume_agent(header.id)
         await self.continuable.resume_unsettled(header)
         return agent
+
+    # -- verbs on a stored tree --------------------------------------------------------------
+
+    async def resume(self, root: SessionId | str, prompt: str | None = None) -> RunResult:
+        """Resume a stored tree and run it until quiescent: the lead's result.
+
+        The work a crash cut off finishes first (`resume_tree`); then the lead takes `prompt`,
+        or runs the input already pending. When nothing ran, the result says where the lead
+        stands (its last turn).
+        """
+        if prompt is not None and not prompt.strip():
+            raise UsageError(
+                "the prompt must not be empty; omit it to only run pending input",
+                code=ErrorCode.USAGE,
+            )
+        header = await self._root(root)
+        first = len(await self.store.read(header.id, tenant=self.tenant))
+        lead = await self.resume_tree(header.id)
+        if prompt is not None:
+            await lead.followup(prompt)
+        else:
+            lead.wake()
+        await self.wait_quiescent()
+        records = await self.read_log(lead.id)
+        result = run_result(lead.id, records[first:])
+        return result if result.stop_reason is not None else run_result(lead.id, records)
+
+    async def send(self, root: SessionId | str, name: str, message: str) -> RunResult:
+        """Message any member of a stored tree by full name, as the user; run until quiescent.
+
+        The whole tree resumes, so work a crash cut off finishes and every notice is taken
+        in. Returns the member's result for the turns the message started. A one-shot child
+        cannot take messages (`NOT_RESUMABLE`).
+        """
+        given = cast("object", message)  # what callers pass is not type-checked
+        if not isinstance(given, str) or not given.strip():
+            raise UsageError("the message must not be empty", code=ErrorCode.USAGE)
+        header = await self._root(root)
+        await self.hold(header.id)
+        target = await find_member(self.store, header, name)
+        check_takes_messages(await load_tree(self.store, header), target.id)
+        lead = await self.resume_tree(header.id)
+        if target.parent is None:
+            first = lead.session.next_seq
+            await lead.followup(message)
+        else:
+            lead.wake()  # loaded, so its child's settlement notice is taken in, not queued
+            act, _ = await self.continuable.deliver_as_user(target.id, message)
+            first = act.epoch_start
+        await self.wait_quiescent()
+        return run_result(target.id, (await self.read_log(target.id))[first:])
+
+    async def interrupt(self, root: SessionId | str, name: str) -> bool:
+        """Stop a member of a tree by full name; True when a turn was stopped.
+
+        A member this runtime runs (an agent here, or a child a provider runs elsewhere) has
+        its turn cancelled and keeps its queue; a stored one whose turn a crash left open has
+        that turn closed as interrupted, not run again.
+        """
+        header = await self._root(root)
+        await self.hold(header.id)
+        target = await find_member(self.store, header, name)
+        act = self.continuable.get(target.id)
+        if act is not None and act.closing:
+            await act.released.wait()  # being released: what it leaves is stored
+        elif act is not None:
+            running = act.child.running
+            await self.continuable.interrupt_any(target.id)
+            return running
+        live = self.get_agent(target.id)
+        if live is not None:
+            running = live.status == "running"
+            await live.cancel("user", keep_inbox=True)
+            return running
+        for provider in map(self.subagents.get_provider, self.subagents.providers()):
+            child = (
+                next((c for c in provider.list() if c.id == target.id), None) if provider else None
+            )
+            if child is not None:  # a one-shot child running elsewhere
+                running = child.running
+                await child.interrupt()
+                return running
+        before = len(await self.store.read(target.id, tenant=self.tenant))
+        agent = await self.resume_agent(target.id, retry_cut_turn=False)
+        closed = agent.session.next_seq > before
+        await agent.dispose(keep_inbox=True)
+        return closed
+
+    async def tree(self, root: SessionId | str) -> list[TreeMember]:
+        """The members of a tree in pre-order, as its log says now."""
+        header = await self._root(root)
+        await self.store.flush()
+        return await load_tree(self.store, header)
+
+    async def _root(self, root: SessionId | str) -> SessionHeader:
+        """The header of the root session `root` (a child's id is refused: `USAGE`)."""
+        header = await self.store.get_header(SessionId(root), tenant=self.tenant)
+        if header.parent is not None:
+            raise UsageError(
+                f"{header.id} is a child session; give its tree's root {header.root_id}",
+                code=ErrorCode.USAGE,
+            )
+        return header
 
     def setup_agent(self, agent: Agent) -> None:
         """Fix a new agent's file policy; give a resumed definition root its recorded scope."""
@@ -418,9 +520,7 @@ class DelegationRuntime(AgentRuntime):
         """
         mode = self._sandbox_modes.get(agent.id, self.sandbox)
         statement = file_policy_statement(mode, agent.session.header.cwd)
-        agent.config = dataclasses.replace(
-            agent.config, instructions=with_file_policy(agent.config.instructions, statement)
-        )
+        agent.config = told(agent.config, FILE_POLICY, statement)
 
     def _fix_sandbox_mode(self, agent: Agent) -> None:
         """An agent's mode is the last `sandbox/mode` of its own log (after any fork seed).
@@ -506,36 +606,33 @@ class DelegationRuntime(AgentRuntime):
         if profile is not None:
             # Before the child's first request: its instructions and scope come from its
             # profile (definition, inherited scope, depth cap), at start and on a resume.
-            agent.config = dataclasses.replace(
-                agent.config,
-                instructions=self._instructions(
-                    base=AgentConfig().instructions,
-                    full_name=agent.name,
-                    depth=header.depth,
-                    profile=profile,
-                ),
+            agent.config = self._compose(
+                agent.config, base=AgentConfig().instructions, depth=header.depth, profile=profile
             )
             self._tell_file_policy(agent)
             _apply(agent, profile.tool_filter)
 
-    def _resumed_instructions(self, full_name: str, depth: int) -> str:
-        return self._instructions(
-            base=AgentConfig().instructions, full_name=full_name, depth=depth, profile=None
-        )
+    def _resumed_config(self, full_name: str, depth: int) -> AgentConfig:
+        """A stored child's config before its profile is restored (`_restore_scope`)."""
+        config = AgentConfig(name=full_name)
+        return self._compose(config, base=config.instructions, depth=depth, profile=None)
 
-    def _child_instructions(self, admission: Admission) -> str:
-        # The parent's own text, without what was said to the parent about itself.
-        parent_text = without_file_policy(admission.parent.config.instructions)
-        base = parent_text.split("\n\nYou are the delegated subagent")[0]
-        text = self._instructions(
-            base=base,
-            full_name=admission.full_name,
+    def _child_config(self, admission: Admission) -> AgentConfig:
+        """A new one-shot child's config: its parent's own instructions and loop limits."""
+        parent = admission.parent.config
+        config = self._compose(
+            AgentConfig(
+                name=admission.full_name,
+                max_parallel_tools=parent.max_parallel_tools,
+                max_tokens=parent.max_tokens,
+            ),
+            base=parent.instructions,
             depth=admission.depth,
             profile=admission.profile,
         )
         if output_schema(admission) is not None:
-            text += f"\n\n{structured_instruction()}"
-        return text
+            config = told(config, STRUCTURED_OUTPUT, structured_instruction())
+        return config
 
     def _delegated_work(self, agent: Agent) -> bool:
         """Whether `agent` has children still working (background tasks or continuables)."""
@@ -546,12 +643,13 @@ class DelegationRuntime(AgentRuntime):
             for act in self.continuable.resident()
         )
 
-    def _instructions(
-        self, *, base: str, full_name: str, depth: int, profile: AgentProfile | None
-    ) -> str:
-        """A child's instructions: its definition's body (else `base`), then its statement.
+    def _compose(
+        self, config: AgentConfig, *, base: str, depth: int, profile: AgentProfile | None
+    ) -> AgentConfig:
+        """`config` with a child's own instructions and the statement of where it stands.
 
-        The statement says where it stands, with its subtree's depth cap.
+        Its own instructions are its definition's body (else `base`); the statement says
+        where it stands, with its subtree's depth cap.
         """
         max_depth = self.delegation.max_depth
         if profile is not None:
@@ -562,8 +660,8 @@ class DelegationRuntime(AgentRuntime):
             cap = profile.depth_cap
             if cap is not None and (max_depth is None or cap < max_depth):
                 max_depth = cap
-        statement = delegation_statement(full_name=full_name, depth=depth, max_depth=max_depth)
-        return f"{base}\n\n{statement}"
+        statement = delegation_statement(full_name=config.name, depth=depth, max_depth=max_depth)
+        return told(dataclasses.replace(config, instructions=base), DELEGATION, statement)
 
 
 def _store_files(store: EventStore) -> tuple[str, ...]:

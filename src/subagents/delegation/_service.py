@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ..core import Agent, AgentRuntime
+from ..core import Agent, AgentConfig, AgentRuntime
 from ..definitions import AgentDefinition
 from ..errors import DuplicateError, ErrorCode, SubagentError, SubagentsError
 from ..ids import SessionId
@@ -237,7 +237,7 @@ class SubagentService:
         self,
         runtime: AgentRuntime,
         *,
-        instructions: Callable[[Admission], str],
+        config_for: Callable[[Admission], AgentConfig],
         delegated_work: Callable[[Agent], bool] | None = None,
     ) -> None:
         self.runtime = runtime
@@ -246,7 +246,7 @@ class SubagentService:
         self._providers: dict[str, SubagentProvider] = {}
         self._names: dict[SessionId, NameBook] = {}
         self._run_ids = itertools.count(1)
-        self._instructions = instructions
+        self._config_for = config_for
         self.definitions: Mapping[str, AgentDefinition] = {}
         """The agent definitions `subagent(agent=...)` may name (set by the runtime)."""
         self.profiles: dict[SessionId, AgentProfile] = {}
@@ -526,9 +526,8 @@ class SubagentService:
             child = await admission.provider.start(
                 StartRequest(
                     parent=parent,
-                    full_name=admission.full_name,
                     cwd=admission.cwd,
-                    instructions=self._instructions(admission),
+                    config=self._config_for(admission),
                     descriptor=descriptor_for(admission, mode="one-shot"),
                     tool_filter=admission.tool_filter,
                 )
@@ -541,9 +540,11 @@ class SubagentService:
             structured = self._establish(admission, child, model, schema)
             await child.send(user_message(admission.prompt), durable=False)
         except BaseException:
-            await child.kill()
-            if not book.committed(admission.name):
-                self.cancel(admission)
+            try:
+                await child.kill()
+            finally:
+                if not book.committed(admission.name):
+                    self.cancel(admission)
             raise
         started = SubagentStarted(
             run_id=self.next_run_id(),

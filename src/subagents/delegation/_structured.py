@@ -25,6 +25,7 @@ from ..messages import JsonObject
 from ..sessions import EventRecord, ToolCallEvent, ToolResultEvent
 from ..tools import ToolContext, ToolHandler, ToolSpec, validate_arguments
 from ._results import SubagentResult
+from ._wording import STRUCTURED_OUTPUT, told
 
 __all__ = [
     "MAX_INVALID_ATTEMPTS",
@@ -175,9 +176,7 @@ class StructuredCapture:
         """
         self.restore(records)
         self.install(agent)
-        agent.config = dataclasses.replace(
-            agent.config, instructions=f"{agent.config.instructions}\n\n{structured_instruction()}"
-        )
+        agent.config = told(agent.config, STRUCTURED_OUTPUT, structured_instruction())
 
     def _handler(self, agent: Agent) -> ToolHandler:
         async def handle(args: JsonObject, ctx: ToolContext) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core import TreeRow, root_row, stored_status, total_usage, usage_json
-from ..errors import NotFoundError
+from ..errors import ErrorCode, NotFoundError, UsageError
 from ..ids import SessionId
 from ..names import ROOT_NAME
 from ..sessions import (
@@ -26,7 +26,7 @@ from ._catalog import (
     store_readers,
 )
 
-__all__ = ["TreeMember", "find_member", "load_tree", "tree_json"]
+__all__ = ["TreeMember", "check_takes_messages", "find_member", "load_tree", "tree_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,3 +119,21 @@ async def find_member(store: EventStore, root: SessionHeader, name: str) -> Sess
             "the names"
         )
     return await store.get_header(child, tenant=root.tenant)
+
+
+def check_takes_messages(members: list[TreeMember], target: SessionId) -> None:
+    """Refuse (`NOT_RESUMABLE`) a message to a member that cannot take one.
+
+    Only the lead and continuable children have a conversation to continue; a one-shot child
+    (foreground, background task or workflow child) ran once and is settled for good.
+    """
+    member = next((m for m in members if m.row.header.id == target), None)
+    if member is None or member.row.mode != "one-shot":
+        return
+    row = member.row
+    raise UsageError(
+        f"{row.name} is a one-shot child that ran once and is {row.status}: it cannot take "
+        f"messages; send to its parent ({row.parent}) instead, for example: subagents send "
+        f"{row.header.root} {row.parent} '...'",
+        code=ErrorCode.NOT_RESUMABLE,
+    )

@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..core import AgentConfig
 from ..policy import SandboxMode
 
 if TYPE_CHECKING:
     from ..definitions import AgentDefinition
 
 __all__ = [
+    "CONTEXT_ORDER",
+    "DELEGATION",
+    "FILE_POLICY",
+    "STRUCTURED_OUTPUT",
     "agent_parameter_description",
     "definitions_description",
     "delegation_statement",
     "file_policy_statement",
     "tool_description",
     "prompt_description",
-    "with_file_policy",
-    "without_file_policy",
+    "told",
+    "with_recorded_prompt",
 ]
 
 _FRESH = (
@@ -124,7 +130,6 @@ def delegation_statement(*, full_name: str, depth: int, max_depth: int | None) -
 
 
 _POLICY_OPENING = "Current file policy: "
-_DELEGATED_OPENING = 'You are the delegated subagent "'
 
 
 def file_policy_statement(mode: SandboxMode, workspace_root: str) -> str:
@@ -149,25 +154,26 @@ def file_policy_statement(mode: SandboxMode, workspace_root: str) -> str:
             )
 
 
-def without_file_policy(instructions: str) -> str:
-    """`instructions` without their file policy paragraph."""
-    return "\n\n".join(p for p in instructions.split("\n\n") if not p.startswith(_POLICY_OPENING))
+DELEGATION = "delegation"
+FILE_POLICY = "file-policy"
+STRUCTURED_OUTPUT = "structured-output"
+CONTEXT_ORDER = (DELEGATION, FILE_POLICY, STRUCTURED_OUTPUT)
+"""The topics the runtime tells an agent about, in the order its instructions say them: where
+it stands in the tree, its file policy, then how it must answer (which stays last)."""
 
 
-def with_file_policy(instructions: str, statement: str) -> str:
-    """`instructions` telling `statement`: it replaces an earlier policy paragraph in place.
+def told(config: AgentConfig, topic: str, text: str) -> AgentConfig:
+    """`config` telling `text` about `topic` (in place of what it said before), in order."""
+    return config.with_context(topic, text, order=CONTEXT_ORDER)
 
-    A new one follows the delegation statement (so instructions added after it, such as the
-    structured-output instruction, stay last), else ends the text.
+
+def with_recorded_prompt(config: AgentConfig, system: str) -> AgentConfig:
+    """`config` saying exactly `system`, a prompt recorded before a crash.
+
+    When `system` ends with the paragraphs `config` still says, what precedes them is its own
+    instructions (what its children inherit); otherwise the whole text is.
     """
-    paragraphs = instructions.split("\n\n")
-    for index, paragraph in enumerate(paragraphs):
-        if paragraph.startswith(_POLICY_OPENING):
-            paragraphs[index] = statement
-            return "\n\n".join(paragraphs)
-    at = len(paragraphs)
-    for index, paragraph in enumerate(paragraphs):
-        if paragraph.startswith(_DELEGATED_OPENING):
-            at = index + 1
-    paragraphs.insert(at, statement)
-    return "\n\n".join(paragraphs)
+    tail = "".join(f"\n\n{text}" for _, text in config.context)
+    if tail and system.endswith(tail) and len(system) > len(tail):
+        return dataclasses.replace(config, instructions=system[: -len(tail)])
+    return dataclasses.replace(config, instructions=system, context=())

@@ -121,10 +121,9 @@ def in_flight_status(
     """
     act = manager.get(child)
     if act is not None:
-        agent = act.agent
-        if agent.status == "running":
+        if act.child.running:
             return "running"
-        if not act.closing and (act.accepting or act.owned or agent.inbox):
+        if not act.closing and (act.accepting or act.owned or act.child.pending):
             return "waiting"
         return None
     if tasks is not None:
