@@ -29,7 +29,7 @@ from delegation_support import (
 from subagents import AgentConfig
 from subagents.core import Agent
 from subagents.delegation import DelegationRuntime
-from subagents.delegation.tools._transcript import MAX_ENTRY_CHARS, transcript_entries
+from subagents.delegation._wording import MAX_ENTRY_CHARS, transcript_entries
 from subagents.errors import ErrorCode
 from subagents.ids import MessageId
 from subagents.messages import (

@@ -11,11 +11,13 @@ from delegation_support import Gates, ToolReply, make_runtime, replies
 
 from subagents import DelegationOptions, Runtime
 from subagents.core import AgentConfig
-from subagents.delegation._results import CANCELLED_TEXT, NO_OUTPUT_TEXT, failure_headline
 from subagents.delegation._wording import (
+    CANCELLED_TEXT,
     DELEGATION,
     FILE_POLICY,
+    NO_OUTPUT_TEXT,
     STRUCTURED_OUTPUT,
+    failure_headline,
     file_policy_statement,
     told,
     with_recorded_prompt,

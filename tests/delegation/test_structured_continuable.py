@@ -30,13 +30,8 @@ from delegation_support import (
 from subagents import DelegationOptions
 from subagents.core import Agent, SessionEventPosted, replay_inbox
 from subagents.definitions import AgentDefinition
-from subagents.delegation._structured import (
-    MAX_INVALID_ATTEMPTS,
-    MISSING_DIAGNOSTIC,
-    WAIT_TEXT,
-    StructuredCapture,
-    structured_instruction,
-)
+from subagents.delegation._structured import MAX_INVALID_ATTEMPTS, StructuredCapture
+from subagents.delegation._wording import MISSING_DIAGNOSTIC, WAIT_TEXT, structured_instruction
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
 from subagents.messages import JsonObject, MessageSource

@@ -22,12 +22,8 @@ from delegation_support import (
 from subagents import DelegationOptions
 from subagents.definitions import AgentDefinition
 from subagents.delegation import DelegationRuntime
-from subagents.delegation._structured import (
-    MAX_INVALID_ATTEMPTS,
-    MISSING_DIAGNOSTIC,
-    WAIT_TEXT,
-    structured_instruction,
-)
+from subagents.delegation._structured import MAX_INVALID_ATTEMPTS
+from subagents.delegation._wording import MISSING_DIAGNOSTIC, WAIT_TEXT, structured_instruction
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
 from subagents.messages import JsonObject

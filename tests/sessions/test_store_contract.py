@@ -288,7 +288,7 @@ async def test_lifecycle(make_store: StoreFactory) -> None:
         await store.get_header(session.id, tenant="default")
     with pytest.raises(ClosedError):
         await store.list_headers(tenant="default")
-    with pytest.raises(ClosedError, match="cannot reopen a closed event store"):
+    with pytest.raises(ClosedError, match="cannot reopen the event store: it is closed"):
         await store.__aenter__()
 
 

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Literal, Self, cast
+from typing import cast
 
 from .._clock import Clock, SystemClock
+from .._resource import AsyncResource
 from ..errors import ClosedError, ConfigError, ErrorCode, LeaseHeld, SubagentError
 from ..ids import SessionId, check_tenant_id, new_session_id
 from ..messages import AssistantMessage, Usage, UserMessage
@@ -98,7 +98,7 @@ def _holder_name() -> str:
     return f"{os.getpid()}@{socket.gethostname()}"
 
 
-class AgentRuntime:
+class AgentRuntime(AsyncResource):
     """Runs agents on one store and one model (the core, without delegation tools).
 
     ```python
@@ -163,13 +163,12 @@ class AgentRuntime:
         self._borrowed: set[SessionId] = set()
         self._stored_locks: dict[SessionId, asyncio.Lock] = {}
         self._stack = AsyncExitStack()
-        self._state: Literal["unopened", "opened", "closed"] = "unopened"
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        if self._state != "unopened":
-            raise ClosedError(f"cannot reopen a runtime that is {self._state}")
+    noun = "runtime"
+
+    async def _open(self) -> None:
         self.cwd = await asyncio.to_thread(_resolve_cwd, self._cwd_arg)
         store = self._store_arg
         if store is None or isinstance(store, str | Path):
@@ -180,22 +179,9 @@ class AgentRuntime:
             )
         self._stack.push_async_callback(self.model.aclose)
         self._store = await self._stack.enter_async_context(store)
-        self._state = "opened"
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
+    async def _close(self) -> None:
         """Release every agent (pending input stays in the log), then the store and model."""
-        if self._state == "closed":
-            return
-        self._state = "closed"
         try:
             await self.before_close()
             # Newest first: children were created after their parents, so they go first.
@@ -256,8 +242,9 @@ class AgentRuntime:
 
     @property
     def store(self) -> EventStore:
-        if self._store is None or self._state != "opened":
-            raise ClosedError(f"the runtime is {self._state}; use it inside `async with`")
+        self._check_open()
+        if self._store is None:
+            raise ClosedError("the runtime has no store; use it inside `async with`")
         return self._store
 
     def subscribe(

@@ -21,8 +21,15 @@ from ..errors import ErrorCode, SubagentError
 from ..ids import SessionId
 from ..messages import MessageSource, user_message
 from ..sessions import EventRecord, Session, UserMessageEvent
+from ._wording import (
+    KILLED_BY_TASK_KILL,
+    OWNER_DISPOSED,
+    RUNTIME_CLOSED,
+    task_failure_detail,
+    task_notice_text,
+)
 
-__all__ = ["TaskOutcome", "TaskRecord", "TaskRegistry", "TaskStatus", "status_line"]
+__all__ = ["TaskOutcome", "TaskRecord", "TaskRegistry", "TaskStatus"]
 
 log = logging.getLogger("subagents.tasks")
 
@@ -59,11 +66,6 @@ class TaskRecord:
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
-
-
-def status_line(record: TaskRecord) -> str:
-    detail = f", {record.detail}" if record.detail else ""
-    return f"[status: {record.status}{detail}]"
 
 
 class TaskRegistry:
@@ -164,7 +166,7 @@ class TaskRegistry:
                     current.uncancel()
             except Exception as exc:
                 log.warning("task %s failed: %s", record.id, exc)
-                outcome = TaskOutcome(status="failed", detail=f"{type(exc).__name__}: {exc}")
+                outcome = TaskOutcome(status="failed", detail=task_failure_detail(exc))
             self._settle(record, outcome)
             if not record.reported:
                 await self._notify(record)
@@ -186,10 +188,7 @@ class TaskRegistry:
         owner = self.runtime.get_agent(record.owner_id)
         if owner is None:
             return
-        text = (
-            f"background task {record.id} ({record.kind}: {record.label}) finished "
-            f"{status_line(record)}. Read its output with task_output."
-        )
+        text = task_notice_text(record)
         source = MessageSource(kind="notice", name="tasks")
         try:
             if owner.status == "running":
@@ -255,7 +254,7 @@ class TaskRegistry:
         if record.terminal or record.status == "stopping":
             return "already-finished" if record.terminal else "requested"
         record.status = "stopping"
-        record.kill_reason = reason or "killed by task_kill"
+        record.kill_reason = reason or KILLED_BY_TASK_KILL
         if record.task is not None:
             record.task.cancel()
         return "requested"
@@ -268,7 +267,7 @@ class TaskRegistry:
         for record in mine:
             record.reported = True
             if not record.terminal and record.task is not None:
-                record.kill_reason = "owner disposed"
+                record.kill_reason = OWNER_DISPOSED
                 record.status = "stopping"
                 record.task.cancel()
         pending = [r.task for r in mine if r.task is not None and not r.task.done()]
@@ -282,7 +281,7 @@ class TaskRegistry:
     async def aclose(self) -> None:
         for record in self._records.values():
             record.reported = True
-            record.kill_reason = record.kill_reason or "runtime closed"
+            record.kill_reason = record.kill_reason or RUNTIME_CLOSED
         await self._tasks.aclose()
         self._records.clear()
 

@@ -33,11 +33,9 @@ from ..sessions import (
 )
 from ._catalog import full_name_of
 from ._continuable_log import (
-    descriptor_for,
     descriptor_mode,
     has_pending,
     last_settled,
-    notice_text,
     own_descriptor,
     restored_profile,
     unsettled,
@@ -49,10 +47,12 @@ from ._service import (
     SubagentEnded,
     SubagentService,
     SubagentStarted,
+    descriptor_for,
 )
 from ._structured import StructuredCapture
+from ._wording import notice_text
 
-__all__ = ["Activation", "ContinuableManager", "notice_text"]
+__all__ = ["Activation", "ContinuableManager"]
 
 log = logging.getLogger("subagents.continuable")
 

@@ -11,17 +11,12 @@ from collections.abc import Sequence
 from ..core import replay_inbox
 from ..sessions import EventRecord, SubagentDescriptor, SubagentSettled, TurnEnd
 from ._providers import ToolFilter
-from ._results import SubagentResult, settlement_line
 from ._scope import AgentProfile
-from ._service import descriptor_for
-from ._structured import render_result
 
 __all__ = [
-    "descriptor_for",
     "descriptor_mode",
     "has_pending",
     "last_settled",
-    "notice_text",
     "own_descriptor",
     "restored_profile",
     "unsettled",
@@ -72,15 +67,3 @@ def unsettled(records: Sequence[EventRecord]) -> bool:
 def has_pending(records: Sequence[EventRecord]) -> bool:
     """Whether a log holds accepted input no turn has claimed."""
     return bool(replay_inbox(records))
-
-
-def notice_text(full_name: str, result: SubagentResult) -> str:
-    """The settlement notice a parent receives when a background child settles."""
-    opening = settlement_line(full_name, result.stop_reason)
-    if result.diagnostic:
-        opening += f"\nDiagnostic: {result.diagnostic}"
-    if result.structured is not None:
-        return f"{opening}\nIts structured result:\n{render_result(result)}"
-    if result.output:
-        return f"{opening}\nIts closing message:\n{result.output}"
-    return f"{opening}\nIt left no closing message."

@@ -46,8 +46,15 @@ from ._continuable_log import own_descriptor, restored_profile
 from ._providers import ResumeRequest
 from ._results import SubagentResult, result_from_log
 from ._service import SubagentService
-from ._structured import StructuredCapture, render_result, structured_instruction
-from ._wording import STRUCTURED_OUTPUT, told, with_recorded_prompt
+from ._structured import StructuredCapture
+from ._wording import (
+    STRUCTURED_OUTPUT,
+    provider_unavailable_diagnostic,
+    rerun_notice_text,
+    structured_instruction,
+    told,
+    with_recorded_prompt,
+)
 from .tools import foreground_outcome
 
 __all__ = ["TreeRecovery"]
@@ -171,10 +178,7 @@ class TreeRecovery:
         provider = self.service.get_provider(cut.descriptor.provider)
         if provider is None:
             # Its creator still hears how it ended (an error that says why), not nothing.
-            diagnostic = (
-                f'its provider "{cut.descriptor.provider}" is not available in this runtime, '
-                "so its cut-off turn was closed, not run again"
-            )
+            diagnostic = provider_unavailable_diagnostic(cut.descriptor.provider)
             log.warning("subagent %s: %s", full_name, diagnostic)
             await self._close(header)
             result = SubagentResult(output="", stop_reason="error", diagnostic=diagnostic)
@@ -240,16 +244,7 @@ class TreeRecovery:
         self, creator: SessionId, full_name: str, label: str, result: SubagentResult
     ) -> None:
         """Tell a background task's creator how its re-run ended (durably, loaded or not)."""
-        opening = (
-            f"background subagent task {full_name} ({label}) was cut off by a crash and ran "
-            f"again after the restart; it ended [status: {result.stop_reason}]."
-        )
-        if result.diagnostic:
-            opening += f"\nDiagnostic: {result.diagnostic}"
-        if result.structured is not None or result.output:
-            body = f"{opening}\nIts output:\n{render_result(result)}"
-        else:
-            body = f"{opening}\nIt left no output."
+        body = rerun_notice_text(full_name, label, result)
         await self.runtime.deliver(creator, user_message(body, source=RECOVERY_SOURCE))
 
 

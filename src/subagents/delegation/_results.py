@@ -1,4 +1,4 @@
-"""What a child's run produced, read from its own log, and how its ending is worded."""
+"""What a child's run produced, read from its own log (`_wording.py` words its ending)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,7 @@ from typing import Literal, TypeAlias
 from ..messages import AssistantMessage, JsonValue
 from ..sessions import AssistantMessageEvent, EventRecord, InboxSpliced, TurnEnd
 
-__all__ = [
-    "CANCELLED_TEXT",
-    "NO_OUTPUT_TEXT",
-    "ResultStop",
-    "SubagentResult",
-    "failure_headline",
-    "result_from_log",
-    "settlement_line",
-]
-
-NO_OUTPUT_TEXT = "subagent completed but returned no output"
-"""What a parent reads for a child that completed without any text (never an empty result)."""
-CANCELLED_TEXT = "subagent run was cancelled"
-"""What a parent reads for a foreground child whose run was cancelled."""
+__all__ = ["ResultStop", "SubagentResult", "result_from_log"]
 
 ResultStop: TypeAlias = Literal["completed", "aborted", "error", "max-tokens", "refusal", "budget"]
 
@@ -79,46 +66,3 @@ def _stop(end: TurnEnd | None, dropped: bool) -> ResultStop:
             return "aborted"
         case "max-tokens" | "refusal" | "error" | "budget":
             return end.reason
-
-
-def failure_headline(stop_reason: str) -> str:
-    """The error headline a foreground call reports for a non-completed child."""
-    match stop_reason:
-        case "aborted":
-            return CANCELLED_TEXT
-        case "error":
-            return "subagent run failed"
-        case "max-tokens":
-            return "subagent run hit its token limit before finishing"
-        case "refusal":
-            return "subagent declined the task"
-        case "budget":
-            return "subagent stopped: its usage budget ran out"
-        case _:
-            return f"subagent run ended abnormally ({stop_reason})"
-
-
-def settlement_line(name: str, stop_reason: str) -> str:
-    """The opening line of a settlement notice for a background child."""
-    match stop_reason:
-        case "completed":
-            return (
-                f"Background subagent {name} finished and will do no further work unless you "
-                "send it more."
-            )
-        case "aborted":
-            return f"Background subagent {name} was stopped before it finished."
-        case "error":
-            return f"Background subagent {name} failed before it finished."
-        case "max-tokens":
-            return f"Background subagent {name} ran out of room before it finished."
-        case "refusal":
-            return f"Background subagent {name} declined the task."
-        case "budget":
-            return (
-                f"Background subagent {name} stopped before it finished: its usage budget ran out."
-            )
-        case _:
-            return (
-                f"Background subagent {name} ended abnormally ({stop_reason}) before it finished."
-            )

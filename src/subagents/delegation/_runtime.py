@@ -42,7 +42,6 @@ from ._providers import InProcessProvider, ToolFilter
 from ._recovery import TreeRecovery
 from ._scope import AgentProfile, check_definition_tools, child_profile
 from ._service import Admission, SubagentService, output_schema
-from ._structured import structured_instruction
 from ._team_board import TeamBoards
 from ._tree import TreeMember, check_takes_messages, find_member, load_tree
 from ._wording import (
@@ -51,6 +50,7 @@ from ._wording import (
     STRUCTURED_OUTPUT,
     delegation_statement,
     file_policy_statement,
+    structured_instruction,
     told,
 )
 from .tools import (

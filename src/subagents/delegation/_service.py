@@ -58,6 +58,7 @@ __all__ = [
     "SubagentEnded",
     "SubagentService",
     "SubagentStarted",
+    "descriptor_for",
     "output_schema",
 ]
 

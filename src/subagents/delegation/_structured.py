@@ -25,40 +25,28 @@ from ..messages import JsonObject
 from ..sessions import EventRecord, ToolCallEvent, ToolResultEvent
 from ..tools import ToolContext, ToolHandler, ToolSpec, validate_arguments
 from ._results import SubagentResult
-from ._wording import STRUCTURED_OUTPUT, told
+from ._wording import (
+    MISSING_DIAGNOSTIC,
+    RECORDED_TEXT,
+    STRUCTURED_OUTPUT,
+    STRUCTURED_TOOL,
+    WAIT_TEXT,
+    exhausted_guard_text,
+    invalid_diagnostic,
+    recorded_guard_text,
+    structured_instruction,
+    told,
+)
 
-__all__ = [
-    "MAX_INVALID_ATTEMPTS",
-    "STRUCTURED_TOOL",
-    "StructuredCapture",
-    "check_output_schema",
-    "render_result",
-    "structured_instruction",
-]
+__all__ = ["MAX_INVALID_ATTEMPTS", "StructuredCapture", "check_output_schema"]
 
-STRUCTURED_TOOL = "structured_output"
 MAX_INVALID_ATTEMPTS = 3
 """Invalid `structured_output` calls a child may make before its run fails."""
 
-WAIT_TEXT = (
-    "Wait for all delegated child tasks to finish and process pending messages before "
-    "submitting structured output."
-)
-RECORDED_TEXT = "Structured output recorded."
-MISSING_DIAGNOSTIC = "the subagent finished without calling structured_output"
 DESCRIPTION = (
     "Report your final structured result. Call it exactly once, when your work is complete, "
     "with arguments matching the schema; the call ends your run."
 )
-
-
-def structured_instruction() -> str:
-    """The trailing instruction section of a child started with an output schema."""
-    return (
-        f"You must finish by calling the `{STRUCTURED_TOOL}` tool exactly once, with arguments "
-        "that match its schema; that call is your answer and ends your run. A plain-text "
-        "answer does not count."
-    )
 
 
 def check_output_schema(schema: JsonObject, *, definition: str) -> None:
@@ -95,13 +83,6 @@ def _remote_ref(value: object) -> str | None:
             if (found := _remote_ref(item)) is not None:
                 return found
     return None
-
-
-def render_result(result: SubagentResult) -> str:
-    """What a parent's model sees of a completed child: its structured value as JSON, else text."""
-    if result.structured is not None:
-        return json.dumps(result.structured, separators=(",", ":"), ensure_ascii=False)
-    return result.output
 
 
 class StructuredCapture:
@@ -202,15 +183,9 @@ class StructuredCapture:
 
     def _guard(self, spec: ToolSpec, args: JsonObject, ctx: ToolContext) -> str | None:
         if self.staged is not None:
-            return (
-                "structured output already recorded: the run is complete, so "
-                f"`{spec.name}` is not executed"
-            )
+            return recorded_guard_text(spec.name)
         if self.exhausted:
-            return (
-                f"{STRUCTURED_TOOL} was called with invalid arguments {self.invalid} times, so "
-                f"the run has failed: `{spec.name}` is not executed"
-            )
+            return exhausted_guard_text(self.invalid, spec.name)
         return None
 
     def committed(self, records: Sequence[EventRecord]) -> JsonObject | None:
@@ -231,12 +206,7 @@ class StructuredCapture:
             return dataclasses.replace(result, structured=value, stop_reason="completed")
         if self.exhausted:
             return dataclasses.replace(
-                result,
-                stop_reason="error",
-                diagnostic=(
-                    f"{STRUCTURED_TOOL} was called with invalid arguments {self.invalid} "
-                    "times; the subagent did not produce a valid structured result"
-                ),
+                result, stop_reason="error", diagnostic=invalid_diagnostic(self.invalid)
             )
         if result.stop_reason == "completed":
             return dataclasses.replace(result, stop_reason="error", diagnostic=MISSING_DIAGNOSTIC)

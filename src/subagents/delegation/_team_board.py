@@ -16,6 +16,7 @@ from ..ids import SessionId
 from ..sessions import EventRecord, SessionEvent, TeamTaskClaimed, TeamTaskCreated, TeamTaskUpdated
 from ._catalog import full_name_of
 from ._service import SubagentService
+from ._wording import team_task_row
 
 __all__ = ["Status", "TeamBoards", "TeamTask", "fold_board"]
 
@@ -158,8 +159,5 @@ class TeamBoards:
         return task
 
     async def render(self, task: TeamTask) -> str:
-        blocked = f" blocked by {', '.join(task.blocked_by)}" if task.blocked_by else ""
-        return (
-            f"{task.id} [{task.status}] {task.subject} — owner {await self.owner_name(task.owner)}"
-            f"{blocked}"
-        )
+        owner = await self.owner_name(task.owner)
+        return team_task_row(task.id, task.status, task.subject, owner, task.blocked_by)

@@ -18,8 +18,8 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 
+from .._resource import AsyncResource
 from ..errors import ConfigError, ErrorCode, SandboxUnavailable
 from . import _procs
 from ._confine import UID_BASE, Confinement, confinement
@@ -45,7 +45,7 @@ _PIPE_GRACE = 2.0  # how long the end of a run waits for its output pipes to clo
 _ROUNDS = 1000
 
 
-class ConfinedProcess:
+class ConfinedProcess(AsyncResource):
     """A running confined command.
 
     Await `wait()` or `kill()` (or use it with `async with`), so that its cgroup and private
@@ -114,16 +114,10 @@ class ConfinedProcess:
         """Kill every process of the run and wait until they have exited; safe to repeat."""
         await self._end()
 
-    async def __aenter__(self) -> ConfinedProcess:
-        return self
+    noun = "confined run"
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.kill()
+    async def _close(self) -> None:
+        await self._end()
 
     def _members(self, main_alive: bool) -> list[int]:
         plan = self._plan

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Literal, Self
 
-from ..errors import ClosedError, ConcurrencyConflict, DuplicateError, ErrorCode, NotFoundError
+from .._resource import AsyncResource
+from ..errors import ConcurrencyConflict, DuplicateError, ErrorCode, NotFoundError
 from ..ids import SessionId
 from ._events import EventRecord, SessionHeader, decode_event, encode_event
 from ._store import Lease
@@ -15,7 +14,7 @@ from ._store import Lease
 __all__ = ["InMemoryEventStore"]
 
 
-class InMemoryEventStore:
+class InMemoryEventStore(AsyncResource):
     """Keeps every session in dicts.
 
     Records are round-tripped through the codec on append, so a payload the SQLite store
@@ -25,29 +24,10 @@ class InMemoryEventStore:
     def __init__(self) -> None:
         self._headers: dict[SessionId, SessionHeader] = {}
         self._logs: dict[SessionId, list[EventRecord]] = {}
-        self._state: Literal["unopened", "opened", "closed"] = "unopened"
         self._leases: dict[SessionId, Lease] = {}
 
-    async def __aenter__(self) -> Self:
-        if self._state == "closed":
-            raise ClosedError("cannot reopen a closed event store")
-        self._state = "opened"
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        self._state = "closed"
-
-    def _check_open(self) -> None:
-        if self._state != "opened":
-            raise ClosedError(f"the event store is {self._state}; open it with `async with`")
+    noun = "event store"
+    reentrant = True
 
     def create(self, header: SessionHeader) -> asyncio.Future[None]:
         self._check_open()

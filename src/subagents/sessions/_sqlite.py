@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
-from subagents.errors import (
+from .._resource import AsyncResource
+from ..errors import (
     ClosedError,
     ConcurrencyConflict,
     ConfigError,
@@ -30,8 +30,7 @@ from subagents.errors import (
     NotFoundError,
     StoreError,
 )
-from subagents.ids import SessionId
-
+from ..ids import SessionId
 from ._events import (
     EventRecord,
     SessionHeader,
@@ -118,7 +117,7 @@ LEASE_RENEW_SECONDS = 10.0
 """How often the writer renews the leases this store holds (they last 30 s)."""
 
 
-class SqliteEventStore:
+class SqliteEventStore(AsyncResource):
     """The default store: `path` is the database file (parent directories are created).
 
     Args:
@@ -145,7 +144,6 @@ class SqliteEventStore:
         """Transactions the writer has committed (group commit makes it smaller than appends)."""
         self._synchronous: Literal["NORMAL", "FULL"] = synchronous
         self._batch_max = batch_max
-        self._state: Literal["unopened", "opened", "closed"] = "unopened"
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: queue.SimpleQueue[_Append | _Create | _Call | object] = queue.SimpleQueue()
         self._next: dict[SessionId, int] = {}  # loop thread: next seq per touched session
@@ -159,41 +157,24 @@ class SqliteEventStore:
 
     # lifecycle
 
-    async def __aenter__(self) -> Self:
-        if self._state == "closed":
-            raise ClosedError("cannot reopen a closed event store")
-        if self._state == "unopened":
-            self._wconn, self._rconn = await asyncio.to_thread(
-                open_database, self.path, synchronous=self._synchronous
-            )
-            self._loop = asyncio.get_running_loop()
-            self._writer = threading.Thread(
-                target=self._run_writer, name="subagents-sqlite-writer", daemon=True
-            )
-            self._writer.start()
-            self._state = "opened"
-        return self
+    noun = "event store"
+    reentrant = True
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    async def _open(self) -> None:
+        self._wconn, self._rconn = await asyncio.to_thread(
+            open_database, self.path, synchronous=self._synchronous
+        )
+        self._loop = asyncio.get_running_loop()
+        self._writer = threading.Thread(
+            target=self._run_writer, name="subagents-sqlite-writer", daemon=True
+        )
+        self._writer.start()
 
-    async def aclose(self) -> None:
-        """Drain pending appends, stop the writer and close the connections; safe twice."""
-        if self._state == "closed":
-            return
-        self._state = "closed"
+    async def _close(self) -> None:
+        """Drain pending appends, stop the writer and close the connections."""
         if self._writer is not None:
             self._queue.put(_STOP)
         await asyncio.to_thread(self._shutdown)  # runs to the end even if we are cancelled
-
-    def _check_open(self) -> None:
-        if self._state != "opened":
-            raise ClosedError(f"the event store is {self._state}; open it with `async with`")
 
     def _shutdown(self) -> None:
         if self._writer is not None:

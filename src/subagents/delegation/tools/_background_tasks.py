@@ -11,7 +11,14 @@ from msgspec import UNSET, Meta, UnsetType
 from ...errors import ErrorCode, SubagentError
 from ...ids import SessionId
 from ...tools import ToolContext, ToolSpec, tool
-from .._background import TaskRecord, TaskRegistry, status_line
+from .._background import TaskRegistry
+from .._wording import (
+    NO_TASKS_TEXT,
+    kill_finished_text,
+    kill_requested_text,
+    task_output_text,
+    task_row,
+)
 
 __all__ = ["task_tools"]
 
@@ -32,10 +39,6 @@ _Wait = Annotated[
     ),
 ]
 _Reason = Annotated[str, Meta(description="Why, for the record.")]
-
-
-def _render(record: TaskRecord) -> str:
-    return f"{record.output or '(no new output)'}\n{status_line(record)}"
 
 
 def _task_id(task_id: str) -> str:
@@ -73,16 +76,16 @@ def task_tools(
         caller = SessionId(ctx.agent_id)
         if wait is True:
             millis = min(wait_ms if timeout_ms is UNSET else float(timeout_ms), max_wait_ms)
-            return _render(await registry.wait(task_id, caller, millis / 1000))
-        return _render(registry.read(task_id, caller))
+            return task_output_text(await registry.wait(task_id, caller, millis / 1000))
+        return task_output_text(registry.read(task_id, caller))
 
     @tool(parallel_safe=True, checkpoint=False)
     async def task_list(ctx: ToolContext) -> str:
         """List your background tasks (running and finished) with their status."""
         rows = registry.list(SessionId(ctx.agent_id))
         if not rows:
-            return "(no background tasks)"
-        return "\n".join(f"{r.id} [{r.kind}] {r.status} — {r.label}" for r in rows)
+            return NO_TASKS_TEXT
+        return "\n".join(task_row(r) for r in rows)
 
     @tool(parallel_safe=True, checkpoint=False)
     async def task_kill(
@@ -93,7 +96,7 @@ def task_tools(
         caller = SessionId(ctx.agent_id)
         outcome = registry.kill(task_id, caller, None if reason is UNSET else reason)
         if outcome == "requested":
-            return f"requested cancellation of task {task_id}"
-        return f"task {task_id} had already finished {status_line(registry.get(task_id, caller))}"
+            return kill_requested_text(task_id)
+        return kill_finished_text(task_id, registry.get(task_id, caller))
 
     return [task_output, task_list, task_kill]

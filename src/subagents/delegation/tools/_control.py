@@ -21,6 +21,17 @@ from ...tools import ToolContext, ToolSpec, tool
 from .._catalog import catalog_entries
 from .._continuable import ContinuableManager
 from .._references import resolve_reference
+from .._wording import (
+    NO_AGENTS_TEXT,
+    UNAVAILABLE_TEXT,
+    agent_row_text,
+    agents_left_text,
+    interrupt_requested_text,
+    message_queued_text,
+    no_agents_at_text,
+    report_accepted_text,
+    report_notice_text,
+)
 from ._subagent import calling_agent
 from ._transcript import AgentReference, transcript_tool
 
@@ -69,10 +80,16 @@ class AgentRow:
     """The session id of a stored child whose log was not read yet (children scope)."""
 
     def render(self, *, descendants: bool) -> str:
-        where = f" parent={self.parent} depth={self.depth}" if descendants else ""
-        if self.diagnostic is not None:
-            return f"{self.name} [diagnostic: {self.diagnostic}]{where}"
-        return f"{self.name} [{self.status}]{where} — {self.label}"
+        """The row as `list_agents` shows it."""
+        return agent_row_text(
+            self.name,
+            self.status,
+            self.label,
+            parent=self.parent,
+            depth=self.depth,
+            diagnostic=self.diagnostic,
+            descendants=descendants,
+        )
 
 
 async def list_rows(
@@ -104,7 +121,7 @@ async def list_rows(
             try:
                 child_records = await runtime.read_log(SessionId(entry.child_id))
             except Exception:
-                rows.append(AgentRow(entry.child_id, "", "", parent, depth, "unavailable"))
+                rows.append(AgentRow(entry.child_id, "", "", parent, depth, UNAVAILABLE_TEXT))
                 continue
             if agent is None:
                 status = _stored(child_records)
@@ -134,7 +151,7 @@ async def check_page(manager: ContinuableManager, page: list[AgentRow]) -> list[
                 await manager.runtime.read_header(SessionId(row.unchecked))
                 records = await manager.runtime.read_log(SessionId(row.unchecked))
             except Exception:
-                row = AgentRow(row.unchecked, "", "", diagnostic="unavailable")
+                row = AgentRow(row.unchecked, "", "", diagnostic=UNAVAILABLE_TEXT)
             else:
                 row = AgentRow(row.name, _stored(records), row.label)
         checked.append(row)
@@ -169,10 +186,7 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
             raise SubagentError(
                 f"{exc.message} (the message was not delivered)", code=exc.code, **exc.fields
             ) from exc
-        return (
-            f"message queued as the next turn for subagent {act.full_name} "
-            f"(message {accepted.id}); you will be notified when it settles"
-        )
+        return message_queued_text(act.full_name, accepted.id)
 
     @tool(
         description=(
@@ -190,7 +204,7 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
             runtime, caller, agent, action="no interrupt was requested"
         )
         await manager.interrupt(caller, target)
-        return f"interrupt requested for agent {agent}"
+        return interrupt_requested_text(agent)
 
     @tool(
         description=(
@@ -217,16 +231,13 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
         page_size = int(limit or DEFAULT_LIMIT)
         rows = await list_rows(manager, caller, descendants=descendants)
         if not rows:
-            return "(no subagents)"
+            return NO_AGENTS_TEXT
         page = await check_page(manager, rows[offset : offset + page_size])
         lines = [row.render(descendants=descendants) for row in page]
         left = len(rows) - offset - len(page)
         if left > 0:
-            lines.append(
-                f"… {left} more; call list_agents with cursor {offset + len(page)} "
-                "for the next page"
-            )
-        return "\n".join(lines) if lines else f"(no subagents at cursor {offset})"
+            lines.append(agents_left_text(left, offset + len(page)))
+        return "\n".join(lines) if lines else no_agents_at_text(offset)
 
     return [send_message, interrupt_agent, list_agents, transcript_tool(manager)]
 
@@ -253,7 +264,7 @@ def report_tool(manager: ContinuableManager) -> ToolSpec:
             )
         output = _text(message, "message")
         reported = user_message(
-            f"Background subagent {act.full_name} reported:\n{output}",
+            report_notice_text(act.full_name, output),
             source=MessageSource(kind="subagent-report", name=act.full_name),
         )
         parent = runtime.get_agent(act.parent_id)
@@ -261,6 +272,6 @@ def report_tool(manager: ContinuableManager) -> ToolSpec:
             await runtime.deliver(act.parent_id, reported, wake=False)
         else:
             await parent.steer(reported)
-        return f"report accepted by the agent that started you as message {reported.id}"
+        return report_accepted_text(reported.id)
 
     return report

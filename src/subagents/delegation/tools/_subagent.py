@@ -17,14 +17,19 @@ from ...errors import ErrorCode, SubagentError, ToolError
 from ...messages import JsonObject
 from ...sessions import KnownOutcome
 from ...tools import ToolContext, ToolResult, ToolSpec
-from .._results import CANCELLED_TEXT, NO_OUTPUT_TEXT, SubagentResult, failure_headline
+from .._results import SubagentResult
 from .._scope import pick_definition
 from .._service import Admission, SubagentService
-from .._structured import render_result
 from .._wording import (
+    CANCELLED_TEXT,
+    NO_OUTPUT_TEXT,
     agent_parameter_description,
+    continuable_started_text,
     definitions_description,
+    failure_text,
     prompt_description,
+    render_result,
+    task_started_text,
     tool_description,
 )
 
@@ -156,11 +161,7 @@ def subagent_tool(
                 service.cancel(admission)
                 raise
             act, _ = await continuable.start(admission)
-            return (
-                f'started background subagent "{act.full_name}": it works on its own and you '
-                "will be notified when it settles; continue it with send_message(agent="
-                f'"{admission.name}") once it has, or stop it with interrupt_agent'
-            )
+            return continuable_started_text(act.full_name, admission.name)
         if background:
             try:
                 if tasks is None:
@@ -254,11 +255,7 @@ def foreground_outcome(result: SubagentResult) -> KnownOutcome:
 
 
 def _failure(result: SubagentResult) -> tuple[str, ErrorCode]:
-    text = failure_headline(result.stop_reason)
-    if result.diagnostic:
-        text += f"\nDiagnostic: {result.diagnostic}"
-    if result.output:
-        text += f"\nPartial output before the run ended:\n{result.output}"
+    text = failure_text(result.stop_reason, result.diagnostic, result.output)
     code = ErrorCode.BUDGET_EXHAUSTED if result.stop_reason == "budget" else ErrorCode.TOOL_FAILED
     return text, code
 
@@ -286,10 +283,7 @@ def _start_background(service: SubagentService, tasks: TaskRegistry, admission: 
     except BaseException:
         service.cancel(admission)
         raise
-    return (
-        f"started background subagent task {task_id} ({admission.full_name}); you will be "
-        "notified when it finishes"
-    )
+    return task_started_text(task_id, admission.full_name)
 
 
 def mount_subagent_tool(

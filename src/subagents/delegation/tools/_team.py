@@ -13,6 +13,7 @@ from msgspec import UNSET, Meta, UnsetType
 from ...errors import ErrorCode, SubagentError
 from ...tools import ToolContext, ToolSpec, tool
 from .._team_board import Status, TeamBoards
+from .._wording import NO_TEAM_TASKS_TEXT, team_task_result
 from ._subagent import calling_agent
 
 __all__ = ["team_tools"]
@@ -43,14 +44,14 @@ def team_tools(boards: TeamBoards) -> list[ToolSpec]:
         if not subject:
             raise SubagentError("subject must not be empty", code=ErrorCode.USAGE)
         task = await boards.create(caller, subject, description or "", list(blocked_by or []))
-        return f"created {await boards.render(task)}"
+        return team_task_result("created", await boards.render(task))
 
     @tool(checkpoint=False)
     async def team_task_claim(ctx: ToolContext, id: _TaskId) -> str:
         """Claim an unowned, unblocked task from the board; you become its owner."""
         caller = calling_agent(service, ctx, "team_task_claim")
         task = await boards.claim(caller, id)
-        return f"claimed {await boards.render(task)}"
+        return team_task_result("claimed", await boards.render(task))
 
     @tool(checkpoint=False)
     async def team_task_update(
@@ -59,7 +60,7 @@ def team_tools(boards: TeamBoards) -> list[ToolSpec]:
         """Set the status of a task you own (pending, in_progress, completed)."""
         caller = calling_agent(service, ctx, "team_task_update")
         task = await boards.update(caller, id, status, note or "")
-        return f"updated {await boards.render(task)}"
+        return team_task_result("updated", await boards.render(task))
 
     @tool(parallel_safe=True, checkpoint=False)
     async def team_task_list(ctx: ToolContext) -> str:
@@ -67,7 +68,7 @@ def team_tools(boards: TeamBoards) -> list[ToolSpec]:
         caller = calling_agent(service, ctx, "team_task_list")
         _, board = await boards.board(caller)
         if not board:
-            return "(no team tasks)"
+            return NO_TEAM_TASKS_TEXT
         return "\n".join([await boards.render(task) for task in board.values()])
 
     return [team_task_create, team_task_claim, team_task_update, team_task_list]

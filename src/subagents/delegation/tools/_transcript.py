@@ -13,7 +13,6 @@ caller itself, another tree or another tenant's id) reads as unknown. Reading wr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated
 
 from msgspec import UNSET, Meta, UnsetType
@@ -21,29 +20,19 @@ from msgspec import UNSET, Meta, UnsetType
 from ...core import Agent
 from ...errors import ErrorCode, NotFoundError, SubagentError
 from ...ids import SessionId
-from ...sessions import (
-    AssistantMessageEvent,
-    EventRecord,
-    ModelErrorEvent,
-    SessionHeader,
-    StatusProjection,
-    ToolResultEvent,
-    TurnEnd,
-    UserMessageEvent,
-    fold,
-)
+from ...sessions import SessionHeader, StatusProjection, fold
 from ...tools import ToolContext, ToolSpec, tool
 from .._background import TaskRegistry
 from .._catalog import full_name_of
 from .._continuable import ContinuableManager
 from .._references import resolve_reference
+from .._wording import MAX_ENTRY_CHARS, transcript_entries, transcript_text
 from ._subagent import calling_agent
 
-__all__ = ["AgentReference", "in_flight_status", "transcript_entries", "transcript_tool"]
+__all__ = ["AgentReference", "in_flight_status", "transcript_tool"]
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
-MAX_ENTRY_CHARS = 1_000
 NOTHING_READ = "no transcript was read"
 
 AgentReference = Annotated[
@@ -65,48 +54,6 @@ _Limit = Annotated[
         description=f"How many of the most recent entries to show (default {DEFAULT_LIMIT}).",
     ),
 ]
-
-
-def _clip(text: str, limit: int = MAX_ENTRY_CHARS) -> str:
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… [{len(text) - limit} more characters]"
-
-
-def _speaker(event: UserMessageEvent) -> str:
-    source = event.message.source
-    if source.kind == "user":
-        return "user"
-    return f"user ({source.kind} {source.name})" if source.name else f"user ({source.kind})"
-
-
-def transcript_entries(records: Sequence[EventRecord]) -> list[str]:
-    """The entries of a log: messages in, assistant text, tool calls and results, failed turns.
-
-    Each entry's content is clipped to `MAX_ENTRY_CHARS` characters.
-    """
-    entries: list[str] = []
-    for record in records:
-        event = record.event
-        if isinstance(event, UserMessageEvent):
-            entries.append(f"{_speaker(event)}: {_clip(event.message.text)}")
-        elif isinstance(event, AssistantMessageEvent):
-            if event.message.text.strip():
-                entries.append(f"assistant: {_clip(event.message.text)}")
-            entries.extend(
-                f"tool call {call.name}: {_clip(call.arguments)}"
-                for call in event.message.tool_calls
-            )
-        elif isinstance(event, ToolResultEvent):
-            kind = "tool error" if event.message.is_error else "tool result"
-            entries.append(f"{kind} {event.message.name}: {_clip(event.message.content)}")
-        elif isinstance(event, ModelErrorEvent):
-            entries.append(f"model error {event.code}: {_clip(event.message)}")
-        elif isinstance(event, TurnEnd) and event.reason != "completed":
-            detail = f" ({_clip(event.error_message)})" if event.error_message else ""
-            entries.append(f"turn {event.turn} ended: {event.reason}{detail}")
-    return entries
 
 
 def in_flight_status(
@@ -201,22 +148,7 @@ def transcript_tool(manager: ContinuableManager) -> ToolSpec:
         records = (await runtime.read_log(target))[header.seed_length :]
         name = await full_name_of(runtime.read_log, runtime.read_header, header)
         entries = transcript_entries(records)
-        shown = entries[-shown_limit:]
         last = fold(StatusProjection(), records).last_stop
-        lines = [
-            f"transcript of subagent {name} ({target}), last turn "
-            f"{last or 'none'}: {len(shown)} of {len(entries)} entries, most recent last"
-        ]
-        if len(shown) < len(entries):
-            lines.append(
-                f"… {len(entries) - len(shown)} earlier entries left out; raise limit "
-                f"(at most {MAX_LIMIT}) to see them"
-            )
-        first = len(entries) - len(shown) + 1
-        # An entry's own line breaks are indented, so each entry stays visibly one entry.
-        lines.extend(
-            f"[{first + i}] {entry}".replace("\n", "\n    ") for i, entry in enumerate(shown)
-        )
-        return "\n".join(lines)
+        return transcript_text(name, target, last, entries, shown_limit, MAX_LIMIT)
 
     return read_transcript
