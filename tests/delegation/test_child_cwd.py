@@ -384,8 +384,10 @@ async def test_the_service_refuses_an_outside_cwd_and_gives_everything_back(
     async with rt:
         lead = await rt.create_agent()
         with pytest.raises(SubagentError) as caught:
-            await rt.subagents.start(
-                "spawn", parent=lead, prompt="p", label="l", name="escape", cwd="link"
+            await rt.subagents.launch(
+                rt.subagents.admit(
+                    "spawn", parent=lead, prompt="p", label="l", name="escape", cwd="link"
+                )
             )
         assert caught.value.code == ErrorCode.CWD_OUTSIDE_WORKSPACE
         assert caught.value.message == refusal("link", world.outside, world.ws)[len("Error: ") :]

@@ -167,7 +167,11 @@ async def test_a_start_that_fails_emits_no_lifecycle_event() -> None:
         rt.subagents.register_provider(RejectingProvider())
         lead = await rt.create_agent()
         with pytest.raises(SubagentError, match="the backend refused"):
-            await rt.subagents.start("rejecting", parent=lead, prompt="p", label="l")
+            await rt.subagents.launch(
+                rt.subagents.admit("rejecting", parent=lead, prompt="p", label="l")
+            )
         with pytest.raises(SubagentError):
-            await rt.subagents.start("spawn", parent=lead, prompt="p", label="l", cwd="/nowhere")
+            await rt.subagents.launch(
+                rt.subagents.admit("spawn", parent=lead, prompt="p", label="l", cwd="/nowhere")
+            )
         assert lifecycle.events == []

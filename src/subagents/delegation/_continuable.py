@@ -44,7 +44,6 @@ from ._providers import ResumeRequest, StartRequest, SubagentChild
 from ._results import SubagentResult, result_from_log
 from ._service import (
     Admission,
-    SubagentEnded,
     SubagentService,
     SubagentStarted,
     descriptor_for,
@@ -65,7 +64,8 @@ class Activation:
     parent_id: SessionId
     full_name: str
     provider: str
-    run_id: str
+    started: SubagentStarted
+    """Its `subagent/start` (the run id pairs it with the `subagent/end` of its release)."""
     epoch_start: int
     owner: Activation | None
     owned: set[Activation] = field(default_factory=set["Activation"])
@@ -203,7 +203,14 @@ class ContinuableManager:
             parent_id=parent_id,
             full_name=full_name,
             provider=provider,
-            run_id=self.service.next_run_id(),
+            started=SubagentStarted(
+                run_id=self.service.next_run_id(),
+                provider=provider,
+                child_id=child.id,
+                name=full_name,
+                parent_id=parent_id,
+                local=child.local_agent is not None,
+            ),
             epoch_start=epoch_start,
             owner=owner,
         )
@@ -220,16 +227,7 @@ class ContinuableManager:
             if schema is not None:
                 self._install_structured(act, agent, schema)
         self.runtime.work.begin()
-        self.service.emit(
-            SubagentStarted(
-                run_id=act.run_id,
-                provider=provider,
-                child_id=child.id,
-                name=full_name,
-                parent_id=parent_id,
-                local=agent is not None,
-            )
-        )
+        self.service.emit(act.started)
         self._tasks.spawn(self._watch(act), name=f"settle {full_name}")
         return act
 
@@ -294,24 +292,13 @@ class ContinuableManager:
             if act.owner is not None:
                 act.owner.owned.discard(act)
                 act.owner.poke.set()
-            self.service.emit(
-                SubagentEnded(
-                    run_id=act.run_id,
-                    provider=act.provider,
-                    child_id=act.id,
-                    name=act.full_name,
-                    parent_id=act.parent_id,
-                    local=act.child.local_agent is not None,
-                    stop_reason=result.stop_reason,
-                    last_message=result.output or None,
-                )
-            )
+            self.service.emit(act.started.ended(result.stop_reason, result.output or None))
             self.runtime.work.end()
             act.released.set()
 
     async def _record_settled(self, act: Activation, result: SubagentResult) -> None:
         """Write the settlement into the child's own log, once its activation is released."""
-        event = SubagentSettled(run_id=act.run_id, stop_reason=result.stop_reason)
+        event = SubagentSettled(run_id=act.started.run_id, stop_reason=result.stop_reason)
         agent = act.child.local_agent
         if agent is not None:
             await agent.session.append(event)  # after writes still in flight

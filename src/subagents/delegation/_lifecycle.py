@@ -32,6 +32,8 @@ class DefinitionsChanged:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentStarted:
+    """A child's run began (`subagent/start`); its `SubagentEnded` has the same `run_id`."""
+
     run_id: str
     provider: str
     child_id: str
@@ -39,9 +41,24 @@ class SubagentStarted:
     parent_id: str
     local: bool
 
+    def ended(self, stop_reason: str, last_message: str | None = None) -> SubagentEnded:
+        """The `subagent/end` that closes this run."""
+        return SubagentEnded(
+            run_id=self.run_id,
+            provider=self.provider,
+            child_id=self.child_id,
+            name=self.name,
+            parent_id=self.parent_id,
+            local=self.local,
+            stop_reason=stop_reason,
+            last_message=last_message,
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentEnded:
+    """A child's run ended (`subagent/end`), how, and the last thing it said."""
+
     run_id: str
     provider: str
     child_id: str

@@ -216,19 +216,7 @@ class ServiceRun:
             return
         self._ended = True
         result = result or SubagentResult(output="", stop_reason="error")
-        s = self.started
-        self._service.emit(
-            SubagentEnded(
-                run_id=s.run_id,
-                provider=s.provider,
-                child_id=s.child_id,
-                name=s.name,
-                parent_id=s.parent_id,
-                local=s.local,
-                stop_reason=result.stop_reason,
-                last_message=result.output or None,
-            )
-        )
+        self._service.emit(self.started.ended(result.stop_reason, result.output or None))
 
 
 class SubagentService:
@@ -596,26 +584,3 @@ class SubagentService:
         structured = StructuredCapture(schema, delegated_work=self.delegated_work)
         structured.install(agent)
         return structured
-
-    async def start(
-        self,
-        provider_name: str,
-        *,
-        parent: Agent,
-        prompt: str,
-        label: str,
-        name: str | None = None,
-        cwd: str | None = None,
-        max_depth: int | None = None,
-    ) -> ServiceRun:
-        """Admit and launch in one call."""
-        admission = self.admit(
-            provider_name,
-            parent=parent,
-            prompt=prompt,
-            label=label,
-            name=name,
-            cwd=cwd,
-            max_depth=max_depth,
-        )
-        return await self.launch(admission)
