@@ -175,7 +175,6 @@ class SubprocessProvider:
         self._store = store
         self._script = script
         self._name = name
-        self._children: list[SubprocessChild] = []
         self.started: list[SubprocessChild] = []
         """Every child process this provider started, in order (live or not)."""
         self.arrivals: asyncio.Queue[SubprocessChild] = asyncio.Queue()
@@ -203,7 +202,7 @@ class SubprocessProvider:
         )
 
     def list(self) -> list[SubagentChild]:
-        return [child for child in self._children if not child.exited]
+        return [child for child in self.started if not child.exited]
 
     async def _spawn(
         self, child_id: SessionId, config: AgentConfig, *, retry_cut_turn: bool
@@ -223,7 +222,6 @@ class SubprocessProvider:
             stdout=asyncio.subprocess.PIPE,
         )
         child = SubprocessChild(self._runtime, process, child_id)
-        self._children.append(child)
         self.started.append(child)
         await child.open(config, retry_cut_turn=retry_cut_turn)
         self.arrivals.put_nowait(child)

@@ -61,11 +61,9 @@ class Activation:
     """One residency epoch of a continuable child in this process."""
 
     child: SubagentChild
-    parent_id: SessionId
-    full_name: str
-    provider: str
     started: SubagentStarted
-    """Its `subagent/start` (the run id pairs it with the `subagent/end` of its release)."""
+    """Its `subagent/start`: who it is, whose child, which provider runs it, and the run id
+    that pairs it with the `subagent/end` of its release."""
     epoch_start: int
     owner: Activation | None
     owned: set[Activation] = field(default_factory=set["Activation"])
@@ -80,6 +78,14 @@ class Activation:
     @property
     def id(self) -> SessionId:
         return self.child.id
+
+    @property
+    def parent_id(self) -> SessionId:
+        return SessionId(self.started.parent_id)
+
+    @property
+    def full_name(self) -> str:
+        return self.started.name
 
     @property
     def admits_input(self) -> bool:
@@ -200,9 +206,6 @@ class ContinuableManager:
             epoch_start = len(await child.records())
         act = Activation(
             child=child,
-            parent_id=parent_id,
-            full_name=full_name,
-            provider=provider,
             started=SubagentStarted(
                 run_id=self.service.next_run_id(),
                 provider=provider,

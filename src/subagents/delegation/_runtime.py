@@ -458,14 +458,11 @@ class DelegationRuntime(AgentRuntime):
             running = live.status == "running"
             await live.cancel("user", keep_inbox=True)
             return running
-        for provider in map(self.subagents.get_provider, self.subagents.providers()):
-            child = (
-                next((c for c in provider.list() if c.id == target.id), None) if provider else None
-            )
-            if child is not None:  # a one-shot child running elsewhere
-                running = child.running
-                await child.interrupt()
-                return running
+        child = self.subagents.running_child(target.id)
+        if child is not None:  # a one-shot child running elsewhere
+            running = child.running
+            await child.interrupt()
+            return running
         before = len(await self.store.read(target.id, tenant=self.tenant))
         agent = await self.resume_agent(target.id, retry_cut_turn=False)
         closed = agent.session.next_seq > before

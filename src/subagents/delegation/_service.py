@@ -297,6 +297,14 @@ class SubagentService:
     def providers(self) -> list[str]:
         return list(self._providers)
 
+    def running_child(self, child_id: SessionId) -> SubagentChild | None:
+        """The child with `child_id` that one of the providers runs now, if any."""
+        for provider in self._providers.values():
+            for child in provider.list():
+                if child.id == child_id:
+                    return child
+        return None
+
     # -- names --------------------------------------------------------------------------------
 
     def name_book(self, creator: Agent) -> NameBook:
