@@ -14,10 +14,21 @@ from collections.abc import Iterable
 
 from .errors import ErrorCode, SubagentError
 
-__all__ = ["NameBook", "ROOT_NAME", "full_name", "is_name", "name_error"]
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "NAME_PATTERN",
+    "NameBook",
+    "ROOT_NAME",
+    "full_name",
+    "is_name",
+    "name_error",
+]
 
 ROOT_NAME = "lead"
-_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
+MAX_NAME_LENGTH = 32
+NAME_PATTERN = "^[a-z][a-z0-9-]{0,31}$"
+"""The grammar as a JSON Schema `pattern` (anchored, in the subset every decoder knows)."""
+_NAME = re.compile(NAME_PATTERN)
 
 
 def is_name(text: str) -> bool:

@@ -14,7 +14,7 @@ REVIEWER = """\
 ---
 name: reviewer
 description: Reviews code for bugs.
-tools: task_list, subagent
+tools: team_task_list, subagent
 color: blue
 max_depth: 1
 ---
@@ -120,14 +120,24 @@ agent-1:
         events = json.loads(cli("log", name, "--json").stdout)
         return next(e["payload"] for e in events if e["kind"] == "request/header")
 
+    def context(name: str) -> str:
+        events = json.loads(cli("log", name, "--json").stdout)
+        return next(
+            "".join(b["text"] for b in e["payload"]["message"]["content"])
+            for e in events
+            if e["kind"] == "user/message"
+            and e["payload"]["message"]["source"]["name"] == "context"
+        )
+
     lead = header("lead")
-    assert str(lead["system"]).startswith(
-        "You are a careful code reviewer.\n\nCurrent file policy: workspace-write."
-    )
-    assert lead["tools"] == ["subagent", "task_list"]
+    assert str(lead["system"]).endswith("\n\nYou are a careful code reviewer.")
+    assert "Current file policy: workspace-write." in context("lead")
+    assert lead["tools"] == ["team_task_list", "subagent"]
     child = header("agent-1")
-    assert child["tools"] == ["subagent", "task_list"]  # the lead's scope, never more
-    assert "Delegation depth: current 1, maximum 1; do not delegate further" in str(child["system"])
+    # The lead's scope, never more; at its depth cap, without the delegation tools.
+    assert child["tools"] == ["team_task_list"]
+    assert child["system"] == lead["system"]
+    assert "Delegation depth: current 1, maximum 1; do not delegate further" in context("agent-1")
 
 
 def test_run_agent_uses_the_definitions_model(cli: Cli, tmp_path: Path) -> None:

@@ -105,7 +105,11 @@ def test_run_dash_reads_the_prompt_from_stdin(cli: Cli, home: Path, tmp_path: Pa
     done = _python(["run", "-", "--model", spec], home=home, cwd=tmp_path, stdin=prompt.encode())
     assert (done.returncode, done.stdout) == (0, b"read it\n"), done.stderr
     events = json.loads(cli("log", "lead", "--json").stdout)
-    [user] = [e for e in events if e["kind"] == "user/message"]
+    [user] = [
+        e
+        for e in events
+        if e["kind"] == "user/message" and e["payload"]["message"]["source"]["kind"] == "user"
+    ]
     assert user["payload"]["message"]["content"] == [{"kind": "text", "text": prompt}]
 
     bad = _python(["run", "-", "--model", spec], home=home, cwd=tmp_path, stdin=b"\xff\xfe")

@@ -33,8 +33,9 @@ def test_the_demo_answers_after_the_reviewers_notice(cli: Cli) -> None:
         if event["kind"] == "assistant/message":
             said.append(_text(payload["message"]))
         elif event["kind"] == "user/message":
-            source = payload["message"]["source"]["kind"]
-            said.append(f"<{source}>")
+            source = payload["message"]["source"]
+            if source["name"] != "context":  # the runtime-context snapshot
+                said.append(f"<{source['kind']}>")
     # The notice comes after the lead's "at work" step (in that turn or a new one), and the
     # final answer is the one response after it: five model calls in every ordering.
     assert said[0] == "<user>"

@@ -57,14 +57,14 @@ def log_events(cli: Cli, target: str, session: str) -> list[dict[str, Any]]:
 
 
 def entered(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(source kind, text) of every message that entered a turn."""
+    """(source kind, text) of every message that entered a turn (not runtime context)."""
     return [
         (
             e["payload"]["message"]["source"]["kind"],
             "".join(b["text"] for b in e["payload"]["message"]["content"]),
         )
         for e in events
-        if e["kind"] == "user/message"
+        if e["kind"] == "user/message" and e["payload"]["message"]["source"]["name"] != "context"
     ]
 
 

@@ -269,7 +269,7 @@ async def test_the_runtime_loads_its_tenants_definitions_on_entry(
         spec = rt.tools.get("subagent")
         assert spec is not None
         assert spec.description.endswith("\n- reviewer: Reviews code.")
-        assert "reviewer" in spec.parameters["properties"]["agent"]["description"]
+        assert spec.parameters["properties"]["agent"]["enum"] == ["reviewer"]
 
 
 def definitions(*items: AgentDefinition) -> DelegationOptions:

@@ -11,13 +11,13 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from delegation_support import RecordingModel, events, wait_for_record
+from delegation_support import RecordingModel, events, inputs, wait_for_record
 
 from subagents.core import Agent
 from subagents.delegation import DelegationRuntime, SubagentEnded
 from subagents.ids import SessionId
 from subagents.models import ModelChunk, ModelRequest
-from subagents.sessions import EventRecord, TurnEnd, TurnStart, UserMessageEvent
+from subagents.sessions import EventRecord, TurnEnd, TurnStart
 
 __all__ = [
     "HookedModel",
@@ -78,10 +78,7 @@ def background(name: str, description: str, prompt: str) -> str:
 
 def entered(agent: Agent) -> list[tuple[int | None, str, str]]:
     """(turn, source kind, text) of every message that entered `agent`'s turns."""
-    return [
-        (e.turn, e.message.source.kind, e.message.text)
-        for e in events(agent.session.records, UserMessageEvent)
-    ]
+    return [(e.turn, e.message.source.kind, e.message.text) for e in inputs(agent.session.records)]
 
 
 def turns(agent: Agent) -> int:

@@ -47,6 +47,7 @@ STARTS: list[Start] = ["foreground", "continuable", "one-shot"]
 ONE_REFUSED_CALL = [
     "turn/start",
     "step/start",
+    "user/message",  # the runtime context, entered before the first call
     "user/message",
     "request/header",
     "assistant/message",

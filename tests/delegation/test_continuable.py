@@ -24,6 +24,7 @@ from delegation_support import (
     ToolReply,
     catalog,
     events,
+    inputs,
     make_runtime,
     replies,
 )
@@ -37,7 +38,6 @@ from subagents.sessions import (
     RequestHeader,
     SqliteEventStore,
     SubagentDescriptor,
-    UserMessageEvent,
 )
 
 
@@ -104,7 +104,7 @@ reviewer:
         ]
         (notice,) = [
             e.message
-            for e in events(lead.session.records, UserMessageEvent)
+            for e in inputs(lead.session.records)
             if e.message.source.kind == "subagent-settled"
         ]
         assert notice.source == MessageSource(kind="subagent-settled", name="reviewer")
@@ -366,10 +366,11 @@ async def test_notices_climb_a_stored_tree_nobody_has_loaded(tmp_path: Path) -> 
         assert rt.get_agent(lead_id) is None
         await rt.store.flush()
         reviewer = await rt.store.read(reviewer_id, tenant="default")
-        assert [
-            (e.turn, e.message.source.kind, e.message.text)
-            for e in events(reviewer, UserMessageEvent)
-        ][-1] == (3, "subagent-settled", finished("reviewer/checker", "check 2"))
+        assert [(e.turn, e.message.source.kind, e.message.text) for e in inputs(reviewer)][-1] == (
+            3,
+            "subagent-settled",
+            finished("reviewer/checker", "check 2"),
+        )
         pending = replay_inbox(await rt.store.read(lead_id, tenant="default"))
         assert [(m.source.kind, m.text) for m in pending.next_turn] == [
             ("subagent-settled", finished("reviewer", "The checker passed again."))
@@ -430,15 +431,13 @@ async def test_a_message_during_a_settlement_goes_to_the_next_epoch_of_the_whole
         lead_log = await rt.store.read(lead.id, tenant="default")
     model.assert_complete()
     assert [r.seq for r in helper] == list(range(len(helper)))
-    assert [e.message.text for e in events(helper, UserMessageEvent)] == [
+    assert [e.message.text for e in inputs(helper)] == [
         "Gather the facts",
         "More",
     ]
     assert [r.kind for r in helper].count("subagent/settled") == 2
     notices = [
-        e.message.text
-        for e in events(lead_log, UserMessageEvent)
-        if e.message.source.kind == "subagent-settled"
+        e.message.text for e in inputs(lead_log) if e.message.source.kind == "subagent-settled"
     ]
     assert notices == [finished("helper", "facts 1"), finished("helper", "facts 2")]
     assert registered == [True]

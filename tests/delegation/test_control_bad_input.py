@@ -15,14 +15,14 @@ import json
 
 import pytest
 from continuable_support import Settlements, background, sequential_session_ids, sid, wait_turn
-from delegation_support import Gates, Lifecycle, ToolReply, events, make_runtime, replies
+from delegation_support import Gates, Lifecycle, ToolReply, events, inputs, make_runtime, replies
 
 from subagents import AgentConfig
 from subagents.delegation import DelegationRuntime
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
 from subagents.messages import JsonObject
-from subagents.sessions import InboxSpliced, ToolResultEvent, TurnEnd, UserMessageEvent
+from subagents.sessions import InboxSpliced, ToolResultEvent, TurnEnd
 
 INVALID = "Error: invalid arguments: "
 NOT_DELIVERED = " (the message was not delivered)"
@@ -355,7 +355,7 @@ async def test_bad_control_input_is_an_error_result_and_changes_nothing(
         assert [r.event for r in new if isinstance(r.event, InboxSpliced)] == [
             events(new, InboxSpliced)[0]
         ]
-        assert [e.message.text for e in events(new, UserMessageEvent)] == ["Try the control tool"]
+        assert [e.message.text for e in inputs(new)] == ["Try the control tool"]
         assert events(new, TurnEnd)[-1].reason == "completed"
         after = await store_counts(rt)
         assert after.pop(sid(1)) == before.pop(sid(1)) + len(new)
@@ -429,7 +429,7 @@ reviewer:
         assert [(m.name, m.content, m.is_error) for m in results] == [(tool, expected, True)]
         assert [e.code for e in events(reviewer, ToolResultEvent)][1:] == [code]
         # The lead received its prompt and the settlement notice, no report.
-        assert [e.message.source.kind for e in events(lead.session.records, UserMessageEvent)] == [
+        assert [e.message.source.kind for e in inputs(lead.session.records)] == [
             "user",
             "subagent-settled",
         ]
@@ -457,7 +457,5 @@ helper:
         (unknown,) = [e.message.content for e in events(helper, ToolResultEvent)]
         assert replies(lead)[-1] == ToolReply("report", unknown, True, ErrorCode.UNKNOWN_TOOL)
         assert unknown.startswith('Error: unknown tool "report"')
-        assert [e.message.source.kind for e in events(lead.session.records, UserMessageEvent)] == [
-            "user"
-        ]
+        assert [e.message.source.kind for e in inputs(lead.session.records)] == ["user"]
     model.assert_complete()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from delegation_support import inputs
 
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
@@ -28,7 +29,6 @@ from subagents.sessions import (
     SqliteEventStore,
     ToolResultEvent,
     TurnEnd,
-    UserMessageEvent,
 )
 from subagents.sessions._repair import (
     CRASH_RETRY_SOURCE,
@@ -153,7 +153,7 @@ def results(records: list[EventRecord], tool: str) -> list[ToolResultEvent]:
 
 
 def entered(records: list[EventRecord]) -> list[str]:
-    return [r.event.message.text for r in records if isinstance(r.event, UserMessageEvent)]
+    return [e.message.text for e in inputs(records)]
 
 
 def root_of(lines: list[dict[str, object]]) -> str:
@@ -213,7 +213,7 @@ async def test_a_turn_that_crashes_every_time_ends_error_after_the_bounded_re_ru
 
     after = await logs(tree, root)
     worker = after["worker"][1]
-    sources = [r.event.message.source for r in worker if isinstance(r.event, UserMessageEvent)]
+    sources = [e.message.source for e in inputs(worker)]
     assert sources[1:] == [CRASH_RETRY_SOURCE] * DEFAULT_CRASH_RETRIES
     end = last_end(worker)
     assert (end.reason, end.error_code) == ("error", str(ErrorCode.CRASH_RETRIES_EXHAUSTED))

@@ -18,6 +18,8 @@ from delegation_support import (
     Lifecycle,
     ToolReply,
     catalog,
+    context_of,
+    conversation,
     events,
     kinds,
     make_runtime,
@@ -414,6 +416,11 @@ lead:
         assert replies(lead) == [
             ToolReply(tool_name, DEPTH_ERROR.format(1, 0), True, ErrorCode.DEPTH_EXCEEDED)
         ]
+        # Not offered (the call was the model's own idea), yet answered with the reason.
+        offered = [t.name for t in model.requests_of("lead")[0].tools]
+        assert tool_name not in offered
+        assert "workflow" not in offered
+        assert "send_message" not in offered
         assert lifecycle.events == []
         assert catalog(lead) == []
         assert await session_count(rt) == 1
@@ -520,9 +527,11 @@ checker:
         assert header.cwd == lead.session.header.cwd
         assert header.seed_length == 0
         (request,) = model.requests_of("checker")
-        assert texts(request.messages) == ["user:Check that 6*7=42"]
-        assert 'You are the delegated subagent "checker".' in request.system
-        assert all("delegated subagent" not in r.system for r in model.requests_of("lead"))
+        assert texts(conversation(request)) == ["user:Check that 6*7=42"]
+        assert 'You are the delegated subagent "checker", started by "lead".' in context_of(request)
+        # One system prompt for the tree: what differs per agent is in its runtime context.
+        assert all(r.system == request.system for r in model.requests_of("lead"))
+        assert 'You are "lead", the root agent' in context_of(model.requests_of("lead")[0])
     model.assert_complete()
 
 
@@ -554,11 +563,18 @@ async def test_a_fork_inherits_completed_turns_only() -> None:
         assert isinstance(seed[-1].event, SessionEndSeed)
         # Its first request has the completed turn, not the in-flight one (no dangling call).
         (request,) = model.requests_of("checker")
-        assert texts(request.messages) == [
+        assert texts(conversation(request)) == [
             "user:What is the answer?",
             "assistant:The answer is 42.",
             "user:Double-check it",
         ]
+        # It opens with the parent's own first request, its runtime context included, so a
+        # server's cache serves it; the fork's own context comes after the inherited turns.
+        lead_first = model.requests_of("lead")[0]
+        assert request.system == lead_first.system
+        assert texts(request.messages[:2]) == texts(lead_first.messages)
+        assert texts(request.messages[3:4]) == [f"user:{context_of(request)}"]
+        assert 'You are the delegated subagent "checker"' in context_of(request)
         assert replies(lead) == [ToolReply("subagent_fork", "Confirmed, 42.", False, None)]
         (ended,) = lifecycle.ended
         assert ended.last_message == "Confirmed, 42."

@@ -24,13 +24,14 @@ from delegation_support import (
     Lifecycle,
     ToolReply,
     events,
+    inputs,
     make_runtime,
     replies,
 )
 
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
-from subagents.sessions import EventRecord, ToolResultEvent, TurnEnd, UserMessageEvent
+from subagents.sessions import EventRecord, ToolResultEvent, TurnEnd
 
 
 def hold(label: str) -> str:
@@ -154,10 +155,9 @@ reviewer/checker:
         checker = await rt.read_log(SessionId(lifecycle.started[1].child_id))
         assert ends(checker) == [(1, "aborted", "parent")]
         reviewer = await rt.read_log(SessionId(lifecycle.started[0].child_id))
-        assert [
-            (e.turn, e.message.source.kind, e.message.text)
-            for e in events(reviewer, UserMessageEvent)
-        ][1:] == [(2, "subagent-settled", stopped("reviewer/checker"))]
+        assert [(e.turn, e.message.source.kind, e.message.text) for e in inputs(reviewer)][1:] == [
+            (2, "subagent-settled", stopped("reviewer/checker"))
+        ]
         assert [(e.name, e.stop_reason) for e in lifecycle.ended] == [
             ("reviewer/checker", "aborted"),
             ("reviewer", "completed"),

@@ -14,6 +14,7 @@ from delegation_support import (
     Lifecycle,
     ToolReply,
     catalog,
+    context_of,
     make_runtime,
     replies,
     session_count,
@@ -329,7 +330,8 @@ async def test_full_names_join_the_creation_chain() -> None:
             ("reviewer", "completed"),
         ]
         (checker_request,) = model.requests_of("reviewer/checker")
-        assert 'You are the delegated subagent "reviewer/checker".' in checker_request.system
+        told = context_of(checker_request)
+        assert 'You are the delegated subagent "reviewer/checker", started by "reviewer".' in told
         reviewer_id = lifecycle.started[0].child_id
         records = await rt.store.read(SessionId(reviewer_id), tenant=rt.tenant)
         # The reviewer's catalog holds only the next segment.

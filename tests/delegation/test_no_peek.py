@@ -21,6 +21,7 @@ from delegation_support import (
     Lifecycle,
     ToolReply,
     events,
+    inputs,
     make_runtime,
     one_shot_runtime,
     replies,
@@ -504,7 +505,7 @@ async def test_a_bad_read_is_an_error_result_and_changes_nothing(
         await rt.wait_quiescent()
         assert replies(lead)[-1] == ToolReply("read_transcript", expected, True, code)
         new = lead.session.records[first:]
-        assert [e.message.text for e in events(new, UserMessageEvent)] == ["Read a transcript"]
+        assert [e.message.text for e in inputs(new)] == ["Read a transcript"]
         assert events(new, TurnEnd)[-1].reason == "completed"
         after = await store_counts(rt)
         assert after.pop(sid(1)) == before.pop(sid(1)) + len(new)

@@ -23,8 +23,8 @@ from subagents.delegation._wording import prompt_description, tool_description
 from subagents.delegation.tools._subagent import SubagentToolConfig, mount_subagent_tool
 from subagents.errors import DuplicateError, ErrorCode, SubagentError
 
-STANDALONE = "Give it a complete, standalone prompt: it does not see this conversation."
-INHERITS = "a child agent seeded with all completed turns so far (not the turn in progress)"
+STANDALONE = "The prompt must stand alone: the child does not see this conversation."
+INHERITS = "a child agent that starts with this conversation's completed turns"
 
 
 class TinyProvider:
@@ -159,10 +159,10 @@ async def test_the_built_in_tools_take_their_wording_from_their_providers() -> N
         fork, fork_prompt = description_of(rt, "subagent_fork")
         assert STANDALONE in spawn
         assert INHERITS not in spawn
-        assert "include everything it needs" in spawn_prompt
+        assert "the child sees nothing else" in spawn_prompt
         assert INHERITS in fork
         assert STANDALONE not in fork
-        assert "It already sees this conversation's completed turns" in fork_prompt
+        assert "the child already sees this conversation's completed turns" in fork_prompt
 
 
 async def test_the_tool_appears_and_disappears_with_its_provider() -> None:

@@ -25,7 +25,8 @@ from delegation_support import (
     Gates,
     Lifecycle,
     ToolReply,
-    events,
+    conversation,
+    inputs,
     make_runtime,
     replies,
 )
@@ -36,7 +37,7 @@ from subagents.delegation import DelegationRuntime
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
 from subagents.messages import AssistantMessage, MessageSource, UserMessage, user_message
-from subagents.sessions import InboxSpliced, SqliteEventStore, UserMessageEvent
+from subagents.sessions import InboxSpliced, SqliteEventStore
 from subagents.testing import FakeClock
 
 QUEUED = re.compile(
@@ -111,9 +112,7 @@ reviewer:
             (e.run_id, "completed") for e in lifecycle.started
         )
         records = await rt.read_log(SessionId(sid(2)))
-        assert [
-            (e.turn, e.message.source, e.message.text) for e in events(records, UserMessageEvent)
-        ] == [
+        assert [(e.turn, e.message.source, e.message.text) for e in inputs(records)] == [
             (1, MessageSource(kind="parent", name="lead"), "Review app.py"),
             (2, PARENT, "Second look"),
             (3, PARENT, "Third look"),
@@ -121,7 +120,9 @@ reviewer:
         ]
         # The conversation is intact across resumes: the fourth request holds every turn.
         last = model.requests_of("reviewer")[-1]
-        texts = [m.text for m in last.messages if isinstance(m, UserMessage | AssistantMessage)]
+        texts = [
+            m.text for m in conversation(last) if isinstance(m, UserMessage | AssistantMessage)
+        ]
         assert [t for t in texts if t] == [
             "Review app.py",
             "look 1",
@@ -187,7 +188,7 @@ reviewer/checker:
             ToolReply("send_message", refused, True, ErrorCode.UNAUTHORIZED)
         ] * 3
         checker = await rt.read_log(SessionId(sid(3)))
-        assert [(e.turn, e.message.text) for e in events(checker, UserMessageEvent)] == [
+        assert [(e.turn, e.message.text) for e in inputs(checker)] == [
             (1, "Check the style"),
             (2, "Once more"),
         ]
@@ -225,7 +226,7 @@ helper:
             ErrorCode.NOT_RESUMABLE,
         )
         helper = await rt.read_log(SessionId(start.child_id))
-        assert [e.message.text for e in events(helper, UserMessageEvent)] == ["Help out"]
+        assert [e.message.text for e in inputs(helper)] == ["Help out"]
         assert not any(isinstance(r.event, InboxSpliced) for r in helper[-3:])
         assert len(lifecycle.started) == 1
     model.assert_complete()

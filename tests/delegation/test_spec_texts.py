@@ -7,15 +7,17 @@ import json
 from pathlib import Path
 
 import pytest
-from delegation_support import Gates, ToolReply, make_runtime, replies
+from delegation_support import Gates, ToolReply, context_of, conversation, make_runtime, replies
 
 from subagents import DelegationOptions, Runtime
 from subagents.core import AgentConfig
+from subagents.core._agent import CONTEXT_OPENING
 from subagents.delegation._wording import (
     CANCELLED_TEXT,
     DELEGATION,
     FILE_POLICY,
     NO_OUTPUT_TEXT,
+    RUNTIME_GUIDANCE,
     STRUCTURED_OUTPUT,
     failure_headline,
     file_policy_statement,
@@ -69,33 +71,35 @@ def test_the_policy_paragraph_is_replaced_in_place() -> None:
     child = told(AgentConfig(name="kid", instructions="Body."), DELEGATION, "You are kid.")
     child = told(child, STRUCTURED_OUTPUT, "Return JSON.")
     policy = told(child, FILE_POLICY, "Current file policy: read-only. A.")
-    # A new policy paragraph follows the statement; the answer's instruction stays last.
-    assert policy.system_prompt == (
-        "Body.\n\nYou are kid.\n\nCurrent file policy: read-only. A.\n\nReturn JSON."
+    # Not in the system prompt: in the runtime context, the answer's instruction last.
+    assert policy.system_prompt == "Body."
+    assert policy.context_text == (
+        f"{CONTEXT_OPENING}\n\nYou are kid.\n\nCurrent file policy: read-only. A.\n\nReturn JSON."
     )
     switched = told(policy, FILE_POLICY, "Current file policy: danger-full-access. B.")
-    assert policy_paragraphs(switched.system_prompt) == [
+    assert policy_paragraphs(switched.context_text) == [
         "Current file policy: danger-full-access. B."
     ]
     assert switched.instructions == "Body."  # what its own children inherit
     root = told(
         AgentConfig(instructions="Root."), FILE_POLICY, "Current file policy: read-only. A."
     )
-    assert root.system_prompt == "Root.\n\nCurrent file policy: read-only. A."
+    assert root.context_text == f"{CONTEXT_OPENING}\n\nCurrent file policy: read-only. A."
 
 
 def test_a_recorded_prompt_gives_back_the_own_instructions_it_began_with() -> None:
     """A re-run after a crash says exactly what it said; its own part is what its children
-    inherit, so a grandchild is not told its parent's statement as its own."""
+    inherit, so a grandchild is not told its parent's instructions as the runtime's."""
     config = told(AgentConfig(name="kid"), DELEGATION, "You are kid.")
-    config = told(config, FILE_POLICY, "Current file policy: read-only. A.")
-    recorded = "You review code.\n\nYou are kid.\n\nCurrent file policy: read-only. A."
+    recorded = f"{RUNTIME_GUIDANCE}\n\nYou review code."
     restored = with_recorded_prompt(config, recorded)
     assert restored.system_prompt == recorded
-    assert restored.instructions == "You review code."
-    # A prompt that does not end with what the config says is kept whole.
+    assert (restored.preamble, restored.instructions) == (RUNTIME_GUIDANCE, "You review code.")
+    assert restored.context == config.context  # where it stands is told apart
+    # A prompt without the runtime's preamble is kept whole as its instructions.
     other = with_recorded_prompt(config, "Something else entirely.")
-    assert (other.instructions, other.context) == ("Something else entirely.", ())
+    assert (other.preamble, other.instructions) == ("", "Something else entirely.")
+    assert other.system_prompt == "Something else entirely."
 
 
 async def test_root_and_child_are_told_their_policy_and_a_switch(tmp_path: Path) -> None:
@@ -106,19 +110,25 @@ async def test_root_and_child_are_told_their_policy_and_a_switch(tmp_path: Path)
         await rt.run("go", agent=lead)
         rt.set_sandbox_mode(lead, "read-only")
         await rt.run("again", agent=lead)
-    first, _, third = model.requests_of("lead")
-    assert policy_paragraphs(first.system) == [
+    first, second, third = model.requests_of("lead")
+    assert policy_paragraphs(context_of(first)) == [
         "Current file policy: workspace-write. You may modify files under the workspace "
         f"{workspace}; some temporary areas of the platform may be writable too."
     ]
-    assert first.system.endswith(policy_paragraphs(first.system)[0])
-    # The switch reaches the next request, replacing the old sentence.
-    assert policy_paragraphs(third.system) == [file_policy_statement("read-only", str(tmp_path))]
+    assert first.system == second.system == third.system  # never in the system prompt
+    # The switch reaches the next request as a new runtime context that supersedes the old.
+    assert policy_paragraphs(context_of(third)) == [
+        file_policy_statement("read-only", str(tmp_path))
+    ]
+    told_lead = [m for m in third.messages if m not in conversation(third)]
+    assert len(told_lead) == 2
+    assert len([m for m in second.messages if m not in conversation(second)]) == 1
     # The child is told its own (inherited) policy once, after its delegation statement.
     [kid] = model.requests_of("kid")
-    paragraphs = kid.system.split("\n\n")
-    assert policy_paragraphs(kid.system) == [policy_paragraphs(first.system)[0]]
-    assert paragraphs[-2].startswith('You are the delegated subagent "kid"')
+    paragraphs = context_of(kid).split("\n\n")
+    assert policy_paragraphs(context_of(kid)) == [policy_paragraphs(context_of(first))[0]]
+    assert paragraphs[1].startswith('You are the delegated subagent "kid"')
+    assert kid.system == first.system
     model.assert_complete()
 
 
@@ -135,7 +145,9 @@ async def test_a_read_only_runtime_tells_read_only(tmp_path: Path) -> None:
     async with rt:
         await rt.run("go")
     [request] = model.requests_of("lead")
-    assert policy_paragraphs(request.system) == [file_policy_statement("read-only", str(tmp_path))]
+    assert policy_paragraphs(context_of(request)) == [
+        file_policy_statement("read-only", str(tmp_path))
+    ]
 
 
 def test_child_outcome_texts_are_the_spec_s() -> None:

@@ -22,6 +22,7 @@ from delegation_support import (
     Gates,
     Lifecycle,
     ToolReply,
+    context_of,
     events,
     make_runtime,
     wait_for_record,
@@ -126,7 +127,7 @@ extractor:
     assert tool_replies(records) == [RECORDED]
     assert [e.stop_reason for e in events(records, SubagentSettled)] == ["completed"]
     [request] = model.requests_of("extractor")
-    assert request.system.endswith(structured_instruction())
+    assert context_of(request).endswith(structured_instruction())
     [spec] = [t for t in request.tools if t.name == "structured_output"]
     assert spec.parameters == SCHEMA
     model.assert_complete()
@@ -276,7 +277,7 @@ extractor:
         RECORDED,
     ]
     requests = model.requests_of("extractor")
-    assert all(r.system.endswith(structured_instruction()) for r in requests)
+    assert all(context_of(r).endswith(structured_instruction()) for r in requests)
     model.assert_complete()
 
 
@@ -450,8 +451,8 @@ async def test_a_resume_in_a_fresh_runtime_restores_the_capture_from_the_descrip
         ("structured_output", None),
     ]
     for request in model.requests_of("extractor"):
-        assert request.system.startswith("You extract things.")
-        assert request.system.endswith(structured_instruction())
+        assert request.system.endswith("\n\nYou extract things.")
+        assert context_of(request).endswith(structured_instruction())
         [spec] = [t for t in request.tools if t.name == "structured_output"]
         assert spec.parameters == SCHEMA
     model.assert_complete()

@@ -12,6 +12,7 @@ from delegation_support import (
     Gates,
     Lifecycle,
     ToolReply,
+    context_of,
     events,
     make_runtime,
     replies,
@@ -95,7 +96,7 @@ extractor:
     assert accepted == RECORDED
     assert len(events(records, TurnEnd)) == 1  # the retry came in the same turn
     request = model.requests_of("extractor")[0]
-    assert request.system.endswith(structured_instruction())
+    assert context_of(request).endswith(structured_instruction())
     [spec] = [t for t in request.tools if t.name == "structured_output"]
     assert spec.parameters == SCHEMA
     model.assert_complete()

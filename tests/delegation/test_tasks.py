@@ -16,6 +16,7 @@ from delegation_support import (
     ToolReply,
     catalog,
     events,
+    inputs,
     one_shot_runtime,
     replies,
     session_count,
@@ -27,7 +28,7 @@ from subagents.core import Agent
 from subagents.delegation import DelegationRuntime
 from subagents.errors import ErrorCode
 from subagents.messages import UserMessage
-from subagents.sessions import InboxSpliced, TurnEnd, TurnStart, UserMessageEvent
+from subagents.sessions import InboxSpliced, TurnEnd, TurnStart
 from subagents.testing import FakeClock
 
 TESTER = """
@@ -68,10 +69,7 @@ async def wait_turn(rt: DelegationRuntime, agent: Agent, turn: int) -> None:
 
 def entered(agent: Agent) -> list[tuple[int | None, str, str]]:
     """(turn, source kind, text) of every message that entered `agent`'s turns."""
-    return [
-        (e.turn, e.message.source.kind, e.message.text)
-        for e in events(agent.session.records, UserMessageEvent)
-    ]
+    return [(e.turn, e.message.source.kind, e.message.text) for e in inputs(agent.session.records)]
 
 
 def turns(agent: Agent) -> int:

@@ -11,7 +11,16 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from delegation_support import Lifecycle, ToolReply, events, make_runtime, replies
+from delegation_support import (
+    Lifecycle,
+    ToolReply,
+    context_of,
+    conversation,
+    events,
+    make_runtime,
+    replies,
+    system_with,
+)
 from hypothesis import given, strategies as st
 
 from subagents import DelegationOptions
@@ -100,7 +109,7 @@ REVIEWER = AgentDefinition(
     name="reviewer",
     description="Reviews code.",
     body="You are a meticulous reviewer.",
-    tools=("task_list", "list_agents", "send_message"),
+    tools=("team_task_list", "list_agents", "send_message"),
     disallowed_tools=("send_message",),
 )
 
@@ -132,10 +141,11 @@ reviewer:
         assert replies(lead) == [ToolReply("subagent", "Looks fine.", False, None)]
         assert [e.name for e in lifecycle.started] == ["reviewer"]  # named after the definition
     [request] = model.requests_of("reviewer")
-    assert tool_names(request) == ["list_agents", "task_list"]
-    assert request.system.startswith("You are a meticulous reviewer.\n\nYou are the delegated")
-    assert "Delegation depth: current 1, maximum 3, 2 level(s) left." in request.system
-    assert "You are a helpful agent" not in request.system
+    # Untagged tools first, the delegation tools after: the order keeps a shared prefix.
+    assert tool_names(request) == ["team_task_list", "list_agents"]
+    assert request.system == system_with("You are a meticulous reviewer.")
+    assert context_of(request).count('You are the delegated subagent "reviewer"') == 1
+    assert "Delegation depth: current 1, maximum 3, 2 level(s) left." in context_of(request)
     assert "subagent" in tool_names(model.requests_of("lead")[0])
     model.assert_complete()
 
@@ -145,14 +155,14 @@ async def test_a_definition_never_widens_its_starters_scope() -> None:
         name="narrow",
         description="Few tools.",
         body="You have few tools.",
-        tools=("subagent", "task_list"),
+        tools=("subagent", "team_task_list"),
     )
     everything = AgentDefinition(name="everything", description="All.", body="You want all.")
     greedy = AgentDefinition(
         name="greedy",
         description="Asks for more.",
         body="You ask for more.",
-        tools=("task_list", "send_message", "team_task_list"),
+        tools=("team_task_list", "send_message", "team_task_claim"),
     )
     rt, model = make_runtime(
         """
@@ -172,17 +182,19 @@ lead:
         result = await rt.run("go", agent=lead)
         assert result.output == "done"
     [lead_request, _] = model.requests_of("lead")
-    # The body, then what the lead is told of its file policy.
-    assert lead_request.system.startswith("You have few tools.\n\nCurrent file policy: ")
-    assert tool_names(lead_request) == ["subagent", "task_list"]
+    # The body is the instructions; the file policy is in the runtime context.
+    assert lead_request.system == system_with("You have few tools.")
+    assert "Current file policy: " in context_of(lead_request)
+    assert tool_names(lead_request) == ["team_task_list", "subagent"]
     # An empty allow list means everything the starter has, not everything the runtime has.
-    assert tool_names(model.requests_of("everything")[0]) == ["subagent", "task_list"]
+    assert tool_names(model.requests_of("everything")[0]) == ["team_task_list", "subagent"]
     # Tools the starter lacks are dropped, never granted.
-    assert tool_names(model.requests_of("greedy")[0]) == ["task_list"]
+    assert tool_names(model.requests_of("greedy")[0]) == ["team_task_list"]
     # A child without a definition keeps its parent's scope (and instructions).
     [plain] = model.requests_of("plain")
-    assert tool_names(plain) == ["subagent", "task_list"]
-    assert plain.system.startswith("You have few tools.\n\nYou are the delegated subagent")
+    assert tool_names(plain) == ["team_task_list", "subagent"]
+    assert plain.system == lead_request.system  # one prefix for the tree
+    assert 'You are the delegated subagent "plain"' in context_of(plain)
     model.assert_complete()
 
 
@@ -213,7 +225,9 @@ solo:
         ]
         assert [e.name for e in lifecycle.started] == ["solo"]
     [first, _] = model.requests_of("solo")
-    assert "Delegation depth: current 1, maximum 1; do not delegate further" in first.system
+    assert "Delegation depth: current 1, maximum 1; do not delegate further" in context_of(first)
+    # Its depth is spent: it is not offered `subagent`, and a call anyway says why.
+    assert "subagent" not in tool_names(first)
     model.assert_complete()
 
 
@@ -232,7 +246,7 @@ deep:
     async with rt:
         await rt.run("go")
     [request] = model.requests_of("deep")
-    assert "Delegation depth: current 1, maximum 2, 1 level(s) left." in request.system
+    assert "Delegation depth: current 1, maximum 2, 1 level(s) left." in context_of(request)
     model.assert_complete()
 
 
@@ -257,8 +271,11 @@ planner:
         assert [(e.name, e.provider) for e in lifecycle.started] == [("planner", "fork")]
     [request] = model.requests_of("planner")
     # The completed first turn is inherited; the turn in progress is not.
-    assert [m.text for m in request.messages if isinstance(m, UserMessage)] == ["hello", "Plan it"]
-    assert request.system.startswith("You are a meticulous reviewer.")
+    assert [m.text for m in conversation(request) if isinstance(m, UserMessage)] == [
+        "hello",
+        "Plan it",
+    ]
+    assert request.system == system_with("You are a meticulous reviewer.")
     model.assert_complete()
 
 
@@ -285,9 +302,9 @@ reviewer:
         assert [e.name for e in lifecycle.started] == ["reviewer", "reviewer"]
     first, second = model.requests_of("reviewer")
     for request in (first, second):
-        # `report` is the continuable child's own tool; the rest is the definition's scope.
-        assert tool_names(request) == ["list_agents", "report", "task_list"]
-        assert request.system.startswith("You are a meticulous reviewer.\n\nYou are the delegated")
+        # `report` is the continuable child's own tool (last); the rest is the definition's.
+        assert tool_names(request) == ["team_task_list", "list_agents", "report"]
+        assert request.system == system_with("You are a meticulous reviewer.")
     model.assert_complete()
 
 
@@ -336,8 +353,8 @@ reviewer:
         await rt2.wait_quiescent()
     (request,) = second.requests_of("reviewer")
     assert tool_names(request) == tool_names(first.requests_of("reviewer")[0])
-    assert tool_names(request) == ["list_agents", "report", "task_list"]
-    assert request.system.startswith("You are a meticulous reviewer.\n\nYou are the delegated")
+    assert tool_names(request) == ["team_task_list", "list_agents", "report"]
+    assert request.system == system_with("You are a meticulous reviewer.")
 
 
 async def test_a_resumed_root_keeps_the_definition_it_ran(tmp_path: Path) -> None:
@@ -362,4 +379,4 @@ async def test_a_resumed_root_keeps_the_definition_it_ran(tmp_path: Path) -> Non
     assert tool_names(after) == tool_names(before)
     assert "subagent" not in tool_names(after)
     assert after.system == before.system
-    assert before.system.startswith("You are a meticulous reviewer.\n\nCurrent file policy: ")
+    assert before.system == system_with("You are a meticulous reviewer.")

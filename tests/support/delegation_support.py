@@ -15,14 +15,18 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from subagents import DelegationOptions
-from subagents.core import Agent, SessionEventPosted
+from subagents.core import CONTEXT_SOURCE, Agent, SessionEventPosted
 from subagents.delegation import DelegationRuntime, SubagentEnded, SubagentStarted
+from subagents.delegation._wording import RUNTIME_GUIDANCE
+from subagents.messages import Message, UserMessage
+from subagents.models import ModelRequest
 from subagents.sessions import (
     EventRecord,
     EventStore,
     SessionEvent,
     SubagentCatalog,
     ToolResultEvent,
+    UserMessageEvent,
 )
 from subagents.testing import (
     FakeClock,
@@ -185,6 +189,48 @@ def kinds(records: Sequence[EventRecord]) -> list[str]:
 
 def events(records: Sequence[EventRecord], cls: type[E]) -> list[E]:
     return [r.event for r in records if isinstance(r.event, cls)]
+
+
+def inputs(records: Sequence[EventRecord]) -> list[UserMessageEvent]:
+    """The messages an agent took in, without the runtime-context snapshots the loop enters."""
+    return [
+        r.event
+        for r in records
+        if isinstance(r.event, UserMessageEvent) and r.event.message.source != CONTEXT_SOURCE
+    ]
+
+
+def contexts(records: Sequence[EventRecord]) -> list[str]:
+    """The runtime-context snapshots an agent's log entered, in order."""
+    return [
+        r.event.message.text
+        for r in records
+        if isinstance(r.event, UserMessageEvent) and r.event.message.source == CONTEXT_SOURCE
+    ]
+
+
+def context_of(request: ModelRequest) -> str:
+    """The runtime context a request carries: its last runtime-context message ("" if none)."""
+    told = [
+        m.text
+        for m in request.messages
+        if isinstance(m, UserMessage) and m.source == CONTEXT_SOURCE
+    ]
+    return told[-1] if told else ""
+
+
+def conversation(request: ModelRequest) -> list[Message]:
+    """A request's messages without its runtime-context messages."""
+    return [
+        m
+        for m in request.messages
+        if not (isinstance(m, UserMessage) and m.source == CONTEXT_SOURCE)
+    ]
+
+
+def system_with(instructions: str) -> str:
+    """The system prompt of an agent of a delegation runtime with these instructions."""
+    return f"{RUNTIME_GUIDANCE}\n\n{instructions}"
 
 
 def replies(agent: Agent) -> list[ToolReply]:

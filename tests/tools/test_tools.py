@@ -228,8 +228,9 @@ async def test_agent_scope_shadows_global_and_unwinds_on_close() -> None:
 
     assert (await call(mine, "echo", {})).content == "agent"
     assert (await call(theirs, "echo", {})).content == "global"
-    assert [s.name for s in mine.schemas()] == ["echo", "other", "private"]
-    assert mine.schemas()[0].description == "agent echo"
+    # What the agent shares with the others comes first, its own tools after (prefix-stable).
+    assert [s.name for s in mine.schemas()] == ["other", "echo", "private"]
+    assert mine.schemas()[1].description == "agent echo"
     assert [s.name for s in theirs.schemas()] == ["echo", "other"]
     assert (await call(theirs, "private", {})).code == ErrorCode.UNKNOWN_TOOL
 

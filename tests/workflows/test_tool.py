@@ -21,7 +21,13 @@ from subagents._task_owner import TaskOwner
 from subagents.core import Agent
 from subagents.delegation import DelegationRuntime
 from subagents.errors import ErrorCode, WorkflowError
-from subagents.testing import FakeClock, GatedClock, InMemoryEventStore, RecordingModel
+from subagents.testing import (
+    FakeClock,
+    GatedClock,
+    InMemoryEventStore,
+    RecordingModel,
+    ToolCallContext,
+)
 from subagents.tools import ToolSpec
 from subagents.workflows import (
     WorkflowAgentEnded,
@@ -284,10 +290,21 @@ async def test_the_tool_needs_a_calling_agent() -> None:
     )
 
 
-async def test_the_description_is_the_authoring_contract() -> None:
+async def test_the_guide_is_the_authoring_contract() -> None:
     async with open_tool(lead_script({})) as (runtime, _, _):
         spec = runtime.tools.get("workflow")
-    assert spec is not None
+        guide = runtime.tools.get("workflow_guide")
+        assert spec is not None
+        assert guide is not None
+        text = await guide.handler({}, ToolCallContext("workflow_guide"))
+    # The description says when to use it and points at the guide, which has the rest.
+    offered = {"workflow", "workflow_guide", "subagent"}
+    assert spec.describe is not None
+    assert "Call workflow_guide once before your first script" in spec.describe(offered)
+    assert "use subagent" in spec.describe(offered)
+    assert "workflow_guide" not in spec.describe({"workflow"})
+    assert "subagent" not in spec.describe({"workflow"}).replace("subagents", "")
+    assert isinstance(text, str)
     for phrase in (
         "await agent(prompt, *, schema=None",
         "await parallel(items)",
@@ -299,7 +316,7 @@ async def test_the_description_is_the_authoring_contract() -> None:
         "Example:",
         'return {"bugs": found, "summary": summary}',
     ):
-        assert phrase in spec.description, phrase
+        assert phrase in text, phrase
     assert spec.parameters["required"] == ["meta", "script"]
 
 
@@ -352,12 +369,14 @@ def test_a_run_that_did_not_complete_gets_the_spec_texts(
     ) == ('workflow "audit" completed (1 agent).\nReturn value:\n[\n  1\n]')
 
 
-async def test_the_example_in_the_description_runs_as_written() -> None:
-    """The contract's example is a working script (docs/design.md §9), not just prose."""
+async def test_the_example_in_the_guide_runs_as_written() -> None:
+    """The guide's example is a working script (docs/design.md §9), not just prose."""
     async with open_tool(lead_script({})) as (runtime, _, _):
-        spec = runtime.tools.get("workflow")
-    assert spec is not None
-    example = textwrap.dedent(spec.description.split("Example:\n", 1)[1])
+        guide = runtime.tools.get("workflow_guide")
+        assert guide is not None
+        text = await guide.handler({}, ToolCallContext("workflow_guide"))
+    assert isinstance(text, str)
+    example = textwrap.dedent(text.split("Example:\n", 1)[1])
     bugs = {"calls": [{"tool": "structured_output", "args": {"bugs": ["off by one"]}}]}
     script = json.dumps(
         {

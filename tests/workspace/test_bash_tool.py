@@ -133,17 +133,17 @@ INVALID = "Error: invalid arguments: "
         ),
         pytest.param(
             {"command": "true", "timeout_ms": 0},
-            "Error: timeout_ms must be between 1 and 600000, got 0",
+            "Error: invalid arguments: timeout_ms: 0 is less than the minimum of 1",
             id="timeout-zero",
         ),
         pytest.param(
             {"command": "true", "timeout_ms": -5},
-            "Error: timeout_ms must be between 1 and 600000, got -5",
+            "Error: invalid arguments: timeout_ms: -5 is less than the minimum of 1",
             id="timeout-negative",
         ),
         pytest.param(
             {"command": "true", "timeout_ms": 600_001},
-            "Error: timeout_ms must be between 1 and 600000, got 600001",
+            "Error: invalid arguments: timeout_ms: 600001 is greater than the maximum of 600000",
             id="timeout-too-long",
         ),
         pytest.param({"command": "  "}, "Error: command must not be empty", id="blank"),

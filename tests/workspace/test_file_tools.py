@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from workspace_support import Box
 
+from subagents.delegation._wording import RUNTIME_GUIDANCE
 from subagents.errors import ErrorCode
 from subagents.messages import JsonObject
 
@@ -152,11 +153,13 @@ BAD = [
     case("read_file", {"path": ""}, "Error: path must not be empty", ErrorCode.INVALID_ARGS,
          id="read-empty-path"),
     case("read_file", {"path": "a.txt", "offset": -1},
-         "Error: offset must be 0 or more (the first line is 1), got -1", ErrorCode.INVALID_ARGS,
+         INVALID + "offset: -1 is less than the minimum of 0", ErrorCode.INVALID_ARGS,
          id="read-negative-offset"),
-    case("read_file", {"path": "a.txt", "limit": 0}, "Error: limit must be 1 or more, got 0",
+    case("read_file", {"path": "a.txt", "limit": 0},
+         INVALID + "limit: 0 is less than the minimum of 1",
          ErrorCode.INVALID_ARGS, id="read-zero-limit"),
-    case("read_file", {"path": "a.txt", "limit": -3}, "Error: limit must be 1 or more, got -3",
+    case("read_file", {"path": "a.txt", "limit": -3},
+         INVALID + "limit: -3 is less than the minimum of 1",
          ErrorCode.INVALID_ARGS, id="read-negative-limit"),
     case("read_file", {"path": "missing.txt"}, "Error: 'missing.txt' does not exist",
          ErrorCode.FILE_NOT_FOUND, id="read-missing"),
@@ -245,9 +248,11 @@ def test_read_tools_are_parallel_safe_and_writers_are_not(box: Box) -> None:
 def test_descriptions_state_the_limits(box: Box) -> None:
     specs = {spec.name: spec for spec in box.scope.visible()}
     assert "2000" in specs["read_file"].description
-    assert "exactly once" in specs["edit_file"].description
+    assert "occur once" in specs["edit_file"].description
     assert "1000" in specs["glob"].description
     assert "500 matches" in specs["grep"].description
-    assert "600000" in specs["bash"].description
-    for spec in specs.values():
-        assert "[sandbox: file access denied under <mode> mode]" in spec.description
+    assert specs["bash"].parameters["properties"]["timeout_ms"]["maximum"] == 600000
+    assert specs["read_file"].parameters["properties"]["limit"]["minimum"] == 1
+    # What every file tool shares is said once, before every agent's instructions.
+    assert "[sandbox: file access denied under <mode> mode]" in RUNTIME_GUIDANCE
+    assert "Relative paths start at your working directory" in RUNTIME_GUIDANCE

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from ..core import SessionRow, iso
+from ..core import CONTEXT_SOURCE, SessionRow, iso
 from ..messages import AssistantMessage
 from ..sessions import (
     AssistantMessageEvent,
@@ -96,6 +96,8 @@ def render_log(records: Sequence[EventRecord]) -> str:
                     lines.append(f"{record.seq:>5}  cancelled  pending input")
             case TurnStart(turn=turn):
                 lines.append(f"{record.seq:>5}  turn {turn}")
+            case UserMessageEvent(message=message) if message.source == CONTEXT_SOURCE:
+                lines.append(f"{record.seq:>5}  context    {_short(message.text)}")
             case UserMessageEvent(message=message):
                 lines.append(f"{record.seq:>5}  user       {_short(message.text)}")
             case AssistantMessageEvent(message=message, interrupted=interrupted):

@@ -1,6 +1,11 @@
 """Core: the agent loop, the inbox, live events and the `Runtime` composition root."""
 
-from ._agent import Agent as Agent, AgentConfig as AgentConfig, CancelCause as CancelCause
+from ._agent import (
+    CONTEXT_SOURCE as CONTEXT_SOURCE,
+    Agent as Agent,
+    AgentConfig as AgentConfig,
+    CancelCause as CancelCause,
+)
 from ._budget import Budget as Budget, Ledger as Ledger
 from ._bus import (
     AgentCreated as AgentCreated,
@@ -40,6 +45,7 @@ __all__ = [
     "AgentRuntime",
     "AgentStatusChanged",
     "Budget",
+    "CONTEXT_SOURCE",
     "CancelCause",
     "EventBus",
     "Ledger",

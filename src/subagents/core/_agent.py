@@ -25,6 +25,7 @@ from ..sessions import (
     StopReason,
     TranscriptProjection,
     TurnStart,
+    UserMessageEvent,
     fold,
 )
 from ..tools import ToolScope
@@ -32,9 +33,21 @@ from ._budget import Ledger
 from ._bus import AgentDisposed, AgentStatusChanged, EventBus, SessionEventPosted
 from ._inbox import Inbox
 
-__all__ = ["Agent", "AgentConfig", "CancelCause"]
+__all__ = [
+    "Agent",
+    "AgentConfig",
+    "CONTEXT_CLEARED",
+    "CONTEXT_OPENING",
+    "CONTEXT_SOURCE",
+    "CancelCause",
+]
 
 log = logging.getLogger("subagents.agent")
+
+CONTEXT_OPENING = "Current runtime context; it supersedes any earlier runtime-context message."
+CONTEXT_CLEARED = "Current runtime context: none. Earlier runtime-context messages no longer apply."
+CONTEXT_SOURCE = MessageSource(kind="runtime", name="context")
+"""The source of a runtime-context message, entered by the loop (see `AgentConfig.context`)."""
 
 CancelCause = Literal["user", "parent", "disposed", "hook", "shutdown"]
 
@@ -46,18 +59,30 @@ class AgentConfig:
     name: str = "lead"
     instructions: str = "You are a helpful agent. Use the tools you have when they help."
     """The agent's own instructions (a definition's body, say): what its children inherit."""
+    preamble: str = ""
+    """What the runtime says before the instructions, the same for every agent it runs (how
+    its tree works), so agents with other instructions still share that prefix."""
     context: tuple[tuple[str, str], ...] = ()
-    """What the runtime tells the agent about where it stands, after `instructions`: one
-    paragraph per topic (its place in the tree, its file policy, ...), kept apart so each can
-    be replaced without parsing the text."""
+    """What the runtime tells the agent about where it stands: one paragraph per topic (its
+    place in the tree, its file policy, ...), kept apart so each can be replaced without
+    parsing the text. It is not part of the system prompt: the loop enters it as a
+    runtime-context message whenever its text changed (`context_text`), so the system prompt
+    and tools stay one prefix that every agent of a scope shares with a server's cache."""
     max_parallel_tools: int | None = None
     """Cap on parallel-safe calls of one response running at once (None: no cap)."""
     max_tokens: int | None = None
 
     @property
     def system_prompt(self) -> str:
-        """What the model is told: the instructions, then each context paragraph."""
-        return "\n\n".join([self.instructions, *(text for _, text in self.context)])
+        """The system message: the preamble, then the instructions (nothing per agent)."""
+        return f"{self.preamble}\n\n{self.instructions}" if self.preamble else self.instructions
+
+    @property
+    def context_text(self) -> str:
+        """The runtime-context snapshot `context` renders ("" when it says nothing)."""
+        if not self.context:
+            return ""
+        return "\n\n".join([CONTEXT_OPENING, *(text for _, text in self.context)])
 
     def with_context(self, topic: str, text: str, *, order: Sequence[str] = ()) -> AgentConfig:
         """This config telling `text` about `topic`, in place of what it said about it before.
@@ -109,6 +134,10 @@ class Agent:
         self._wake = False
         self._disposed = False
         self._disposers: list[Callable[[], Awaitable[None]]] = []
+        self.prepare: Callable[[Agent], None] | None = None
+        """Called once, before this agent's first model call here: when everything that
+        binds it (its profile, budget, tools) is done, the runtime settles what it is told
+        and offered (`prepared`)."""
         self._restore(session.records)
         self._stop_posting = session.observe(self._posted)
 
@@ -125,8 +154,13 @@ class Agent:
         self.transcript: list[Message] = list(fold(TranscriptProjection(), records))
         self.last_header: tuple[str, str, str, tuple[str, ...]] | None = None
         self.header_reason: Literal["initial", "resume"] = "initial"
+        self.context_snapshot = ""
+        """The runtime context this agent's own log last entered ("" for none or cleared)."""
         for record in own:
             match record.event:
+                case UserMessageEvent(message=message) if message.source == CONTEXT_SOURCE:
+                    text = message.text
+                    self.context_snapshot = "" if text == CONTEXT_CLEARED else text
                 case TurnStart(turn=turn):
                     self.turn_number = turn
                 case AssistantMessageEvent() | ModelErrorEvent():
@@ -170,6 +204,12 @@ class Agent:
     def _posted(self, session: Session, record: EventRecord) -> None:
         if self.bus.wants(SessionEventPosted):
             self.bus.emit(SessionEventPosted(self.id, self.name, record))
+
+    def prepared(self) -> None:
+        """Run `prepare` if it has not run yet (the loop calls this before each step)."""
+        prepare, self.prepare = self.prepare, None
+        if prepare is not None:
+            prepare(self)
 
     async def when_idle(self) -> None:
         """Wait until no turn runs and no waking work is pending."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..errors import ErrorCode, ModelError, SubagentsError
 from ..ids import new_message_id
-from ..messages import AssistantMessage, ToolCallBlock, ToolResultMessage
+from ..messages import AssistantMessage, ToolCallBlock, ToolResultMessage, user_message
 from ..models import BlockAssembler, ModelRequest
 from ..sessions import (
     AssistantMessageEvent,
@@ -29,6 +29,7 @@ from ..sessions import (
     UserMessageEvent,
 )
 from ..tools import ToolOutcome, execute_tool
+from ._agent import CONTEXT_CLEARED, CONTEXT_SOURCE
 from ._bus import AgentFailed
 
 if TYPE_CHECKING:
@@ -98,6 +99,8 @@ async def _run_steps(agent: Agent, turn: _Turn) -> TurnEnd:
         turn.step += 1
         record(StepStart(turn=turn.number, step=turn.step))
         turn.step_open = True
+        agent.prepared()
+        _enter_context(agent, turn.number)
         for message in batch:
             record(UserMessageEvent(message=message, turn=turn.number))
             agent.transcript.append(message)
@@ -119,6 +122,21 @@ async def _run_steps(agent: Agent, turn: _Turn) -> TurnEnd:
         if not agent.inbox.next_step:
             break
     return TurnEnd(turn=turn.number, reason=reason)
+
+
+def _enter_context(agent: Agent, turn: int) -> None:
+    """Enter the agent's runtime context when its text changed since the last one entered.
+
+    It is a message after the system prompt and tools, so those stay one prefix for every
+    agent of a scope; a fork's seed keeps its parent's snapshots and the fork enters its own.
+    """
+    snapshot = agent.config.context_text
+    if snapshot == agent.context_snapshot:
+        return
+    message = user_message(snapshot or CONTEXT_CLEARED, source=CONTEXT_SOURCE)
+    agent.record(UserMessageEvent(message=message, turn=turn))
+    agent.transcript.append(message)
+    agent.context_snapshot = snapshot
 
 
 def _budget_end(turn: int, spent: str) -> TurnEnd:

@@ -26,7 +26,11 @@ from ._runtime import (
     DelegationRuntime as DelegationRuntime,
     RuntimeOptions as RuntimeOptions,
 )
-from ._scope import AgentProfile as AgentProfile, resolve_tools as resolve_tools
+from ._scope import (
+    DELEGATION_TAG as DELEGATION_TAG,
+    AgentProfile as AgentProfile,
+    resolve_tools as resolve_tools,
+)
 from ._service import (
     Admission as Admission,
     DefinitionsChanged as DefinitionsChanged,
@@ -49,6 +53,7 @@ __all__ = [
     "Admission",
     "AgentProfile",
     "Capability",
+    "DELEGATION_TAG",
     "DefinitionsChanged",
     "DelegationOptions",
     "DelegationRuntime",

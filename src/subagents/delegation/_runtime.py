@@ -24,6 +24,7 @@ from ..definitions import (
 from ..errors import ConfigError, ErrorCode, NotFoundError, SubagentError, UsageError
 from ..ids import SessionId
 from ..models import Model
+from ..names import ROOT_NAME
 from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode, store_paths
 from ..sessions import (
     DEFAULT_CRASH_RETRIES,
@@ -40,16 +41,19 @@ from ._budget_book import combined, with_budget
 from ._continuable import ContinuableManager
 from ._providers import InProcessProvider, ToolFilter
 from ._recovery import TreeRecovery
-from ._scope import AgentProfile, check_definition_tools, child_profile
+from ._scope import DELEGATION_TAG, AgentProfile, check_definition_tools, child_profile
 from ._service import Admission, SubagentService, output_schema
 from ._team_board import TeamBoards
 from ._tree import TreeMember, check_takes_messages, find_member, load_tree
 from ._wording import (
     DELEGATION,
     FILE_POLICY,
+    LIMITS,
+    RUNTIME_GUIDANCE,
     STRUCTURED_OUTPUT,
     delegation_statement,
     file_policy_statement,
+    limits_statement,
     structured_instruction,
     told,
 )
@@ -222,14 +226,22 @@ class DelegationRuntime(AgentRuntime):
             await self.reload_definitions()
         elif isinstance(options.definitions, Mapping):
             self.subagents.set_definitions(options.definitions)
+        self._register_tools(options)
+        return self
+
+    def _register_tools(self, options: DelegationOptions) -> None:
+        """The built-in tools this runtime's options offer, and the delegation providers."""
         if self._workspace_tools:
             for spec in workspace_tools(
                 lambda ctx: self.sandbox_policy(ctx.agent_id),
                 cwd_for=lambda ctx: self.sandbox_policy(ctx.agent_id).workspace_root,
             ):
                 self.tools.register(spec)
-        for spec in task_tools(self.tasks):
-            self.tools.register(spec)
+        if options.background and options.background_mode == "one-shot":
+            # Only one-shot background children are tasks: elsewhere the tools could not
+            # find anything, so they are not offered.
+            for spec in task_tools(self.tasks):
+                self.tools.register(spec)
         for spec in control_tools(self.continuable):
             self.tools.register(spec)
         if options.team_tools:
@@ -254,7 +266,6 @@ class DelegationRuntime(AgentRuntime):
                 tasks=self.tasks,
                 continuable=self.continuable,
             )
-        return self
 
     @property
     def definitions(self) -> Mapping[str, AgentDefinition]:
@@ -487,6 +498,7 @@ class DelegationRuntime(AgentRuntime):
 
     def setup_agent(self, agent: Agent) -> None:
         """Fix a new agent's file policy; give a resumed definition root its recorded scope."""
+        agent.prepare = self._settle_in
         self._fix_sandbox_mode(agent)
         self._tell_file_policy(agent)
         header = agent.session.header
@@ -598,21 +610,20 @@ class DelegationRuntime(AgentRuntime):
 
     def _restore_scope(self, agent: Agent, profile: AgentProfile | None = None) -> None:
         """Give a child the instructions and tools of its profile (given, else recorded)."""
-        header = agent.session.header
         profile = profile or self.subagents.profiles.get(agent.id)
         if profile is not None:
             # Before the child's first request: its instructions and scope come from its
             # profile (definition, inherited scope, depth cap), at start and on a resume.
             agent.config = self._compose(
-                agent.config, base=AgentConfig().instructions, depth=header.depth, profile=profile
+                agent.config, base=AgentConfig().instructions, profile=profile
             )
             self._tell_file_policy(agent)
             _apply(agent, profile.tool_filter)
 
     def _resumed_config(self, full_name: str, depth: int) -> AgentConfig:
         """A stored child's config before its profile is restored (`_restore_scope`)."""
-        config = AgentConfig(name=full_name)
-        return self._compose(config, base=config.instructions, depth=depth, profile=None)
+        del depth  # where it stands is told before its first call (`_settle_in`)
+        return AgentConfig(name=full_name)
 
     def _child_config(self, admission: Admission) -> AgentConfig:
         """A new one-shot child's config: its parent's own instructions and loop limits."""
@@ -624,7 +635,6 @@ class DelegationRuntime(AgentRuntime):
                 max_tokens=parent.max_tokens,
             ),
             base=parent.instructions,
-            depth=admission.depth,
             profile=admission.profile,
         )
         if output_schema(admission) is not None:
@@ -641,24 +651,54 @@ class DelegationRuntime(AgentRuntime):
         )
 
     def _compose(
-        self, config: AgentConfig, *, base: str, depth: int, profile: AgentProfile | None
+        self, config: AgentConfig, *, base: str, profile: AgentProfile | None
     ) -> AgentConfig:
-        """`config` with a child's own instructions and the statement of where it stands.
-
-        Its own instructions are its definition's body (else `base`); the statement says
-        where it stands, with its subtree's depth cap.
-        """
-        max_depth = self.delegation.max_depth
+        """`config` with a child's own instructions: its definition's body (else `base`)."""
         if profile is not None:
             if profile.definition is not None:
                 base = profile.definition.body
             elif profile.instructions is not None:
                 base = profile.instructions
-            cap = profile.depth_cap
-            if cap is not None and (max_depth is None or cap < max_depth):
-                max_depth = cap
-        statement = delegation_statement(full_name=config.name, depth=depth, max_depth=max_depth)
-        return told(dataclasses.replace(config, instructions=base), DELEGATION, statement)
+        return dataclasses.replace(config, instructions=base)
+
+    def max_depth_of(self, agent: Agent) -> int | None:
+        """The deepest `agent`'s subtree may reach: the runtime's cap, or its profile's."""
+        max_depth = self.delegation.max_depth
+        profile = self.subagents.profiles.get(agent.id)
+        cap = profile.depth_cap if profile is not None else None
+        if cap is not None and (max_depth is None or cap < max_depth):
+            max_depth = cap
+        return max_depth
+
+    def _settle_in(self, agent: Agent) -> None:
+        """Before an agent's first call: what it is told of where it stands, what it is offered.
+
+        Its profile, budget and tools are bound by then, whichever way it started (a root, a
+        one-shot or continuable child, a resume, a recovery). The runtime context says who it
+        is, where it works, how deep it may delegate and its limits; an agent that may not
+        delegate any deeper is not offered the delegation tools at all.
+        """
+        header = agent.session.header
+        max_depth = self.max_depth_of(agent)
+        parent = None
+        if header.parent is not None:
+            parent = agent.name.rpartition("/")[0] or ROOT_NAME
+        statement = delegation_statement(
+            full_name=agent.name,
+            parent=parent,
+            depth=header.depth,
+            max_depth=max_depth,
+            cwd=header.cwd,
+        )
+        config = told(agent.config, DELEGATION, statement)
+        ledger = agent.ledger
+        limits = ledger.limits.describe() if ledger is not None else None
+        stated = limits_statement(limits or None, config.max_tokens)
+        if stated is not None:
+            config = told(config, LIMITS, stated)
+        agent.config = dataclasses.replace(config, preamble=RUNTIME_GUIDANCE)
+        if max_depth is not None and header.depth >= max_depth:
+            agent.tools.hide({DELEGATION_TAG})
 
 
 def _store_files(store: EventStore) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from ._providers import ToolFilter
 
 __all__ = [
     "AgentProfile",
+    "DELEGATION_TAG",
     "check_definition_tools",
     "child_profile",
     "narrow",
@@ -46,6 +47,11 @@ def narrow(first: ToolFilter | None, second: ToolFilter | None) -> ToolFilter | 
     else:
         allow = first.allow & second.allow
     return ToolFilter(allow=allow, deny=first.deny | second.deny)
+
+
+DELEGATION_TAG = "delegation"
+"""The tag of the tools that start or address children (`ToolSpec.tags`): an agent that may
+not delegate any deeper is not offered them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

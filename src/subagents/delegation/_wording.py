@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING, Literal
 
-from ..core import AgentConfig
+from ..core import CONTEXT_SOURCE, AgentConfig
 from ..policy import SandboxMode
 from ..sessions import (
     AssistantMessageEvent,
@@ -35,6 +35,7 @@ __all__ = [
     "DELEGATION",
     "FILE_POLICY",
     "KILLED_BY_TASK_KILL",
+    "LIMITS",
     "MAX_ENTRY_CHARS",
     "MISSING_DIAGNOSTIC",
     "NO_AGENTS_TEXT",
@@ -44,6 +45,7 @@ __all__ = [
     "OWNER_DISPOSED",
     "RECORDED_TEXT",
     "RUNTIME_CLOSED",
+    "RUNTIME_GUIDANCE",
     "STRUCTURED_OUTPUT",
     "STRUCTURED_TOOL",
     "UNAVAILABLE_TEXT",
@@ -58,10 +60,12 @@ __all__ = [
     "failure_headline",
     "failure_text",
     "file_policy_statement",
+    "interrupt_description",
     "interrupt_requested_text",
     "invalid_diagnostic",
     "kill_finished_text",
     "kill_requested_text",
+    "limits_statement",
     "message_queued_text",
     "no_agents_at_text",
     "notice_text",
@@ -92,43 +96,49 @@ __all__ = [
 # -- tool descriptions: the `subagent` tool's, derived from its provider and definitions -------
 
 _FRESH = (
-    "Delegate a self-contained task to a subagent: a separate agent that works in its own "
-    "context. Use it to offload focused, independent work (research, a scoped change, an "
-    "analysis) without spending this conversation's context on it. You receive the subagent's "
-    "final answer, not its intermediate steps. Give it a complete, standalone prompt: it does "
-    "not see this conversation. Several subagent calls in one message run at the same time."
+    "Delegate a task to a new child agent with its own context; you get its final answer, not "
+    "its steps. The prompt must stand alone: the child does not see this conversation. Calls "
+    "in one message run at once."
 )
 _INHERITS = (
-    "Delegate a task to a subagent that inherits this conversation: a child agent seeded with "
-    "all completed turns so far (not the turn in progress). Use it when the subtask builds on "
-    "this conversation (a follow-up analysis, a review, a continuation) without spending this "
-    "conversation's context on the work itself. You receive its final answer, not its "
-    "intermediate steps."
-)
-_BACKGROUND = (
-    " By default the call waits for the answer. Set `run_in_background: true` for independent "
-    "work: you get a task id at once and keep working; you are notified when it finishes, "
-    "collect the answer with `task_output` and stop it with `task_kill`."
-)
-_NAMES = (
-    " Give the child a short `name` (lower-case letters, digits, '-') to refer to it later; "
-    "without one it is called agent-N."
+    "Delegate a task to a child agent that starts with this conversation's completed turns; "
+    "you get its final answer, not its steps. Calls in one message run at once."
 )
 
 
-_CONTINUABLE = (
-    " By default the call waits for the answer. For independent work set "
-    "`run_in_background: true` and start several children in one message: each returns at "
-    "once and keeps working on its own; when it settles you get a notice with its outcome and "
-    "closing message. The child stays available by name: `send_message` gives it a later turn, "
-    "`interrupt_agent` stops its current turn, `list_agents` shows your children."
-)
+def tool_description(
+    *,
+    inherits: bool,
+    background: bool,
+    continuable: bool = False,
+    offered: Set[str] = frozenset(),
+) -> str:
+    """The `subagent` tool's description, by context contract, background mode and scope.
 
-
-def tool_description(*, inherits: bool, background: bool, continuable: bool = False) -> str:
-    """The `subagent` tool's description, by context contract and background mode."""
-    tail = (_CONTINUABLE if continuable else _BACKGROUND) if background else ""
-    return (_INHERITS if inherits else _FRESH) + _NAMES + tail
+    It names the tools that act on a background child only where the agent has them.
+    """
+    text = _INHERITS if inherits else _FRESH
+    if background and continuable:
+        text += (
+            " With `run_in_background: true` it returns at once and you are notified when the "
+            "child settles"
+        )
+        verbs = [
+            f"{tool} {what}"
+            for tool, what in (
+                ("send_message", "gives it another turn"),
+                ("interrupt_agent", "stops it"),
+            )
+            if tool in offered
+        ]
+        text += f"; {', '.join(verbs)}." if verbs else "."
+    elif background:
+        text += (
+            " With `run_in_background: true` you get a task id at once and a notice when it "
+            "finishes"
+        )
+        text += "; read it with task_output." if "task_output" in offered else "."
+    return text
 
 
 def definitions_description(definitions: Sequence[AgentDefinition], *, inherits: bool) -> str:
@@ -139,9 +149,7 @@ def definitions_description(definitions: Sequence[AgentDefinition], *, inherits:
     lines = [
         "",
         "",
-        "Agent definitions: set `agent` to one of these names to start a specialised child; "
-        "it works with that definition's instructions and tools (never more tools than you "
-        "have).",
+        "Definitions for `agent` (their instructions and tools, never more than yours):",
     ]
     for d in usable:
         note = " (inherits this conversation)" if d.context == "fork" and not inherits else ""
@@ -151,32 +159,51 @@ def definitions_description(definitions: Sequence[AgentDefinition], *, inherits:
 
 
 def agent_parameter_description(names: Sequence[str]) -> str:
-    """The description of the `agent` parameter, naming the definitions it accepts."""
-    return (
-        f"The agent definition to start the child from: one of {', '.join(names)}. Without "
-        "it the child is a general-purpose agent. When `name` is omitted, the child is named "
-        "after the definition (if that name is free)."
-    )
+    """The description of the `agent` parameter (its `enum` names the definitions)."""
+    del names  # the schema's `enum` lists them
+    return "Start the child from this definition (default: a general-purpose child)."
 
 
 def prompt_description(*, inherits: bool) -> str:
     """The description of the `prompt` parameter, by context contract."""
     if inherits:
-        return (
-            "The task for the subagent. It already sees this conversation's completed turns, so "
-            "build on them and state only what is new."
-        )
-    return (
-        "The complete, self-contained task for the subagent. It does not share this "
-        "conversation's context, so include everything it needs."
-    )
+        return "What is new: the child already sees this conversation's completed turns."
+    return "The whole task: the child sees nothing else."
 
 
 # -- what a child is told: its place in the tree and its file policy, in order ---------------
 
 
-def delegation_statement(*, full_name: str, depth: int, max_depth: int | None) -> str:
-    """The runtime context every in-process child receives."""
+RUNTIME_GUIDANCE = (
+    "You are an agent in a tree of agents. A runtime-context message tells you who you are "
+    "in the tree, where you work, your file policy and your limits; the latest one applies.\n"
+    "When you have the `subagent` tool, delegate separable work to a named child with a "
+    "self-contained prompt (it does not see this conversation) and do small tasks yourself; "
+    "start independent children together in one message, in the background when you can "
+    "keep working meanwhile. You are notified when a background child settles: do not poll.\n"
+    "Relative paths start at your working directory. A file access your policy refuses "
+    "answers `[sandbox: file access denied under <mode> mode]` and changes nothing; do not "
+    "retry it, say what you could not do. Your home directory, /proc and the runtime's store "
+    "are never readable."
+)
+"""What the runtime tells every agent it runs before its instructions: the same text for
+the whole tree, so the system prompt is one prefix a server's cache serves to every child."""
+
+
+def interrupt_description(offered: Set[str]) -> str:
+    """`interrupt_agent`'s description, naming `send_message` only where it is offered."""
+    resume = ", and send_message continues it" if "send_message" in offered else ""
+    return (
+        "Stop the current turn of an agent below you; its queued messages and children "
+        f"stay{resume}. An agent that already finished is left as it is."
+    )
+
+
+def delegation_statement(
+    *, full_name: str, parent: str | None, depth: int, max_depth: int | None, cwd: str
+) -> str:
+    """Who an agent is in its tree, where it works and how deep it may still delegate."""
+    where = f"Working directory: {json.dumps(cwd, ensure_ascii=False)}."
     if max_depth is None:
         budget = "The delegation depth is managed by the provider."
     elif depth >= max_depth:
@@ -189,13 +216,25 @@ def delegation_statement(*, full_name: str, depth: int, max_depth: int | None) -
             f"Delegation depth: current {depth}, maximum {max_depth}, "
             f"{max_depth - depth} level(s) left."
         )
+    if parent is None:
+        return f'You are "{full_name}", the root agent: you answer the user. {budget} {where}'
     return (
-        f'You are the delegated subagent "{full_name}". Your task is in the next message; your '
-        "final answer is returned to the agent that started you, which does not see your "
-        "intermediate steps, so make the answer self-contained. Your permission scope was fixed "
-        "when you were started; when the task needs more, state the limitation in your answer "
-        f"instead of retrying. {budget}"
+        f'You are the delegated subagent "{full_name}", started by "{parent}". Your final '
+        "answer is returned to it, and it does not see your intermediate steps, so make the "
+        "answer self-contained. Your permission scope was fixed when you were started; when "
+        "the task needs more, state the limitation in your answer instead of retrying. "
+        f"{budget} {where}"
     )
+
+
+def limits_statement(limits: str | None, max_tokens: int | None) -> str | None:
+    """An agent's limits (`Budget.describe()` of its subtree, its response cap), or None."""
+    parts: list[str] = []
+    if limits:
+        parts.append(f"Limits for you and every agent you start: {limits}.")
+    if max_tokens is not None:
+        parts.append(f"Each of your responses may be at most {max_tokens} tokens long.")
+    return " ".join(parts) or None
 
 
 _POLICY_OPENING = "Current file policy: "
@@ -225,10 +264,11 @@ def file_policy_statement(mode: SandboxMode, workspace_root: str) -> str:
 
 DELEGATION = "delegation"
 FILE_POLICY = "file-policy"
+LIMITS = "limits"
 STRUCTURED_OUTPUT = "structured-output"
-CONTEXT_ORDER = (DELEGATION, FILE_POLICY, STRUCTURED_OUTPUT)
-"""The topics the runtime tells an agent about, in the order its instructions say them: where
-it stands in the tree, its file policy, then how it must answer (which stays last)."""
+CONTEXT_ORDER = (DELEGATION, FILE_POLICY, LIMITS, STRUCTURED_OUTPUT)
+"""The topics of an agent's runtime context, in the order it says them: where it stands in
+the tree, its file policy, its limits, then how it must answer (which stays last)."""
 
 
 def told(config: AgentConfig, topic: str, text: str) -> AgentConfig:
@@ -237,15 +277,17 @@ def told(config: AgentConfig, topic: str, text: str) -> AgentConfig:
 
 
 def with_recorded_prompt(config: AgentConfig, system: str) -> AgentConfig:
-    """`config` saying exactly `system`, a prompt recorded before a crash.
+    """`config` saying exactly `system`, a system prompt recorded before a crash.
 
-    When `system` ends with the paragraphs `config` still says, what precedes them is its own
-    instructions (what its children inherit); otherwise the whole text is.
+    The system prompt is the runtime's preamble, then the agent's own instructions (what its
+    children inherit); what it is told of where it stands is a runtime-context message.
     """
-    tail = "".join(f"\n\n{text}" for _, text in config.context)
-    if tail and system.endswith(tail) and len(system) > len(tail):
-        return dataclasses.replace(config, instructions=system[: -len(tail)])
-    return dataclasses.replace(config, instructions=system, context=())
+    opening = f"{RUNTIME_GUIDANCE}\n\n"
+    if system.startswith(opening):
+        return dataclasses.replace(
+            config, preamble=RUNTIME_GUIDANCE, instructions=system[len(opening) :]
+        )
+    return dataclasses.replace(config, preamble="", instructions=system)
 
 
 # -- notices: what a parent is told, unasked, of the children it started ------------------------
@@ -411,7 +453,8 @@ def transcript_entries(records: Sequence[EventRecord]) -> list[str]:
     for record in records:
         event = record.event
         if isinstance(event, UserMessageEvent):
-            entries.append(f"{_speaker(event)}: {_clip(event.message.text)}")
+            if event.message.source != CONTEXT_SOURCE:  # the runtime's, not the child's work
+                entries.append(f"{_speaker(event)}: {_clip(event.message.text)}")
         elif isinstance(event, AssistantMessageEvent):
             if event.message.text.strip():
                 entries.append(f"assistant: {_clip(event.message.text)}")

@@ -11,7 +11,7 @@ import inspect
 import json
 import re
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Set
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, overload
 
@@ -85,6 +85,17 @@ class ToolSpec:
     aborted_text: str | None = None
     """What the model reads when a cancellation cuts a started call (None: the loop's
     generic `tool call aborted`); a delegation tool says its child's run was cancelled."""
+    tags: frozenset[str] = frozenset()
+    """What the tool needs to be of use, for scopes that hide by tag (`ToolScope.hide`):
+    `delegation` marks the tools that start or address children."""
+    describe: Callable[[Set[str]], str] | None = None
+    """The description for a scope, given the names of the tools that scope offers, so it
+    names only tools the agent has (None: `description` everywhere)."""
+    checked: JsonObject | None = None
+    """The schema arguments are checked against (None: `parameters`). A tool whose handler
+    refuses a rule `parameters` states with a more precise error and code (a child name's
+    grammar, an unknown definition) checks a schema without that rule; a constrained decoder
+    still enforces it from `parameters`."""
     validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -99,7 +110,10 @@ class ToolSpec:
                 f"tool {self.name!r}: parameters must be a JSON Schema with type 'object'"
             )
         _check_schema(self.name, self.parameters)
-        object.__setattr__(self, "validator", Draft202012Validator(self.parameters))
+        checked = self.parameters if self.checked is None else self.checked
+        if checked is not self.parameters:
+            _check_schema(self.name, checked)
+        object.__setattr__(self, "validator", Draft202012Validator(checked))
 
 
 _CHECKED_SCHEMAS: set[str] = set()
@@ -135,6 +149,8 @@ def tool(
     validate: bool = True,
     checkpoint: bool = True,
     aborted_text: str | None = None,
+    tags: Set[str] = frozenset(),
+    describe: Callable[[Set[str]], str] | None = None,
 ) -> Callable[[Callable[..., Awaitable[Any]]], ToolSpec]: ...
 
 
@@ -148,6 +164,8 @@ def tool(
     validate: bool = True,
     checkpoint: bool = True,
     aborted_text: str | None = None,
+    tags: Set[str] = frozenset(),
+    describe: Callable[[Set[str]], str] | None = None,
 ) -> ToolSpec | Callable[[Callable[..., Awaitable[Any]]], ToolSpec]:
     """Turn an async function into a `ToolSpec`, deriving its schema from type hints.
 
@@ -171,6 +189,9 @@ def tool(
         checkpoint: Make the log durable before the handler runs (see `ToolSpec.checkpoint`).
         aborted_text: What the model reads when a cancellation cuts a started call (default:
             the loop's generic text).
+        tags: What the tool needs to be of use (see `ToolSpec.tags`).
+        describe: The description for a scope, from the names of the tools it offers (see
+            `ToolSpec.describe`).
     """
 
     def build(func: Callable[..., Awaitable[Any]]) -> ToolSpec:
@@ -182,6 +203,8 @@ def tool(
             validate=validate,
             checkpoint=checkpoint,
             aborted_text=aborted_text,
+            tags=frozenset(tags),
+            describe=describe,
         )
 
     return build(fn) if fn is not None else build
@@ -196,6 +219,8 @@ def _spec_from_function(
     validate: bool,
     checkpoint: bool,
     aborted_text: str | None,
+    tags: frozenset[str],
+    describe: Callable[[Set[str]], str] | None,
 ) -> ToolSpec:
     if not inspect.iscoroutinefunction(func):
         raise UsageError(f"tool {func.__name__!r} must be an async function")
@@ -252,6 +277,8 @@ def _spec_from_function(
         validate=validate,
         checkpoint=checkpoint,
         aborted_text=aborted_text,
+        tags=tags,
+        describe=describe,
     )
 
 

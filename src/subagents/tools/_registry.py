@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeAlias
 
 from ..errors import DuplicateError
@@ -10,10 +10,27 @@ from ..messages import JsonObject
 from ..models import ToolSchema
 from ._definition import ToolContext, ToolSpec
 
-__all__ = ["Guard", "ToolRegistry", "ToolScope"]
+__all__ = ["Guard", "ToolRegistry", "ToolScope", "offered"]
 
 Guard: TypeAlias = Callable[[ToolSpec, JsonObject, ToolContext], str | None]
 """A guard returns a reason to deny the call, or None to let it through."""
+
+
+def offered(specs: Iterable[ToolSpec], own: Iterable[ToolSpec] = ()) -> tuple[ToolSchema, ...]:
+    """The schemas a model is sent, in the order that keeps requests prefix-stable.
+
+    Untagged tools first, then tagged ones (the delegation tools, which a leaf does not
+    get), then the agent's own (a child's `report`, a structured answer): each group sorted
+    by name, so agents of a tree that differ only in those share the longest prefix with a
+    server's cache. A description is rendered for the names offered (`ToolSpec.describe`).
+    """
+    shared = sorted(specs, key=lambda s: (bool(s.tags), s.name))
+    ordered = [*shared, *sorted(own, key=lambda s: s.name)]
+    names = frozenset(s.name for s in ordered)
+    return tuple(
+        ToolSchema(s.name, s.describe(names) if s.describe else s.description, s.parameters)
+        for s in ordered
+    )
 
 
 class ToolRegistry:
@@ -51,13 +68,10 @@ class ToolRegistry:
         return iter(self._tools)
 
     def schemas(self) -> tuple[ToolSchema, ...]:
-        """Schemas of every tool, sorted by name; shared by the scopes that add nothing."""
+        """Schemas of every tool (in `offered` order); shared by the scopes that add nothing."""
         if self._schemas is None or self._schemas_generation != self.generation:
             self._schemas_generation = self.generation
-            self._schemas = tuple(
-                ToolSchema(s.name, s.description, s.parameters)
-                for s in sorted(self._tools.values(), key=lambda s: s.name)
-            )
+            self._schemas = offered(self._tools.values())
         return self._schemas
 
     @property
@@ -73,7 +87,7 @@ class ToolScope:
     """One agent's view of the tools.
 
     Its own tools shadow global ones of the same name; `allow`/`deny` masks narrow what it
-    inherits (never its own registrations); `close()` unwinds it.
+    inherits (never its own registrations), hidden tags what it lists; `close()` unwinds it.
     """
 
     def __init__(self, base: ToolRegistry) -> None:
@@ -82,6 +96,7 @@ class ToolScope:
         self._guards: list[Guard] = []
         self._allow: frozenset[str] | None = None
         self._deny: frozenset[str] = frozenset()
+        self._hidden_tags: frozenset[str] = frozenset()
         self._schemas: tuple[ToolSchema, ...] | None = None
         self._schemas_generation = base.generation
         self.closed = False
@@ -104,6 +119,16 @@ class ToolScope:
         self._deny = self._deny | deny
         self._schemas = None
 
+    def hide(self, tags: Iterable[str]) -> None:
+        """Stop offering inherited tools with any of `tags` (a leaf's delegation tools, say).
+
+        Hiding is about what the model is shown, not a permission (`restrict` is): a hidden
+        tool is not listed, but a call to it still reaches it, so its own refusal says why
+        (a fork that remembers its parent calling `subagent` learns its depth is spent).
+        """
+        self._hidden_tags = self._hidden_tags | frozenset(tags)
+        self._schemas = None
+
     def get(self, name: str) -> ToolSpec | None:
         own = self._own.get(name)
         if own is not None:
@@ -113,19 +138,23 @@ class ToolScope:
         return self._base.get(name)
 
     def visible(self) -> list[ToolSpec]:
+        """The tools this scope offers (a hidden one can still be called, see `hide`)."""
         names = set(self._own) | set(self._base.names())
         specs = [self.get(n) for n in sorted(names)]
-        return [s for s in specs if s is not None]
+        return [
+            s
+            for s in specs
+            if s is not None and (s.name in self._own or not s.tags & self._hidden_tags)
+        ]
 
     def schemas(self) -> tuple[ToolSchema, ...]:
-        """Schemas of the visible tools, sorted by name (recomputed only after a change)."""
-        if not self._own and self._allow is None and not self._deny:
+        """Schemas of the visible tools, in `offered` order (recomputed only after a change)."""
+        if not self._own and self._allow is None and not self._deny and not self._hidden_tags:
             return self._base.schemas()  # nothing of its own: the registry's cached tuple
         if self._schemas is None or self._schemas_generation != self._base.generation:
             self._schemas_generation = self._base.generation
-            self._schemas = tuple(
-                ToolSchema(s.name, s.description, s.parameters) for s in self.visible()
-            )
+            inherited = [s for s in self.visible() if s.name not in self._own]
+            self._schemas = offered(inherited, self._own.values())
         return self._schemas
 
     def invalidate(self) -> None:

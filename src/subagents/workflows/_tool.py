@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core import Agent
+from ..delegation import DELEGATION_TAG
 from ..errors import ErrorCode, WorkflowError
 from ..messages import JsonObject, JsonValue
-from ..tools import ToolContext, ToolSpec
+from ..tools import ToolContext, ToolSpec, tool
 from ._engine import WorkflowEngine, WorkflowOptions, WorkflowRequest
+from ._guide import GUIDE_TOOL, description, guide_text
 from ._records import RunRecorder
 from ._reports import WorkflowResult
 
@@ -71,80 +73,14 @@ def result_text(name: str, result: WorkflowResult, *, max_chars: int) -> str:
             raise WorkflowError(f"workflow run ended abnormally ({result.stop_reason})")
 
 
-def _description(options: WorkflowOptions) -> str:
-    wall = f"{options.wall_seconds:g} s" if options.wall_seconds is not None else "unlimited"
-    concurrent = options.max_concurrent_agents or "a few"
-    return f"""\
-Run a workflow: a short Python script that orchestrates many subagents (fan-out, phases, \
-pipelines) and returns one JSON value. Use it only when the user asks for a workflow or for \
-large multi-agent orchestration (an audit over many files, a migration, multi-angle research, \
-adversarial verification); for one or two delegations call `subagent` instead. Only the \
-script's return value comes back to you; the children's own messages never do.
-
-Parameters:
-- meta: {{"name": short kebab-case name, "description": one line, "whenToUse"?: text, \
-"phases"?: [{{"title", "detail"?, "provider"?, "model"?}}]}}. Plain JSON, no other keys.
-- script: the BODY of an async Python function (not a module; no `export const meta`). \
-Top-level `await` and `return` work; end with `return <JSON value>` (dicts, lists, str, int, \
-float, bool, None; no tuples or sets).
-- args: optional JSON object, visible to the script as `args` ({{}} when omitted). Wrap a \
-list in a field: {{"files": [...]}}.
-
-The script's hooks:
-- `await agent(prompt, *, schema=None, label=None, phase=None, model=None, provider=None, \
-name=None)` runs one subagent to completion (it works in your directory with your tools) and \
-returns its final text; with `schema` (a JSON Schema with "type": "object", using only type, \
-properties, required, additionalProperties, items, enum, const, oneOf: no pattern, format or \
-numeric bounds) it returns the validated dict. It returns None when the child does not \
-complete, so filter falsy results. `label` is its display text, `phase` its progress group, \
-`model` a model spec ("openai:gpt-4o"), `provider` a model provider (alone: your model \
-name under that provider; with `model`: "provider:model"), `name` the child's name. Options \
-may also come as one dict. Any other option (effort, isolation, agent_type, ...) is an error.
-- `await parallel(items)` runs zero-argument functions (or awaitables) at once, waits for all \
-and returns their results in order; one that raises becomes None.
-- `await pipeline(items, *stages)` runs every item through the stages independently, with no \
-barrier between stages: each stage is called as `stage(prev, item, index)` (sync or async; \
-the first gets prev = item); a stage that raises makes that item None and skips its remaining \
-stages. Prefer it for multi-stage work.
-- `phase(title)` starts a progress phase; `log(message)` narrates progress.
-- `WorkflowError` is what misuse raises; branch on `e.code`, not identity.
-Misused hooks (bad arguments, unknown options, unsupported schemas, tripped caps) raise \
-WorkflowError and end the whole script, even inside parallel() or pipeline(). At most \
-{concurrent} children run at once and {options.max_total_agents} in all; parallel() and \
-pipeline() take at most {options.max_items_per_call} items. The script only coordinates: it has \
-no files, network, subprocesses or timers, and imports only pure modules (json, re, math, \
-itertools, collections, functools, statistics, textwrap, ...); the agents do the work. Its \
-first stretch before it first awaits may take {options.sync_timeout_ms} ms, the whole run \
-{wall}. It runs in the foreground: you get its value when it ends.
-
-Example:
-    files = args["files"]
-    phase("review")
-    reviews = await parallel([
-        lambda f=f: agent(f"Review {{f}} for bugs; list each one.", label=f, schema={{
-            "type": "object",
-            "properties": {{"bugs": {{"type": "array", "items": {{"type": "string"}}}}}},
-            "required": ["bugs"],
-        }})
-        for f in files
-    ])
-    phase("summary")
-    found = {{f: r["bugs"] for f, r in zip(files, reviews) if r}}
-    summary = await agent(f"Summarize these bug reports by severity: {{found}}")
-    return {{"bugs": found, "summary": summary}}
-"""
-
-
 def _parameters() -> JsonObject:
     return {
         "type": "object",
         "properties": {
             "meta": {
                 "type": "object",
-                "description": (
-                    "Identity data: name (short kebab-case), description (one line), optional "
-                    "whenToUse and phases. Plain JSON, never code."
-                ),
+                "description": "name (short kebab-case), description (one line); whenToUse and "
+                "phases optional.",
                 "properties": {
                     "name": {"type": "string"},
                     "description": {"type": "string"},
@@ -155,11 +91,11 @@ def _parameters() -> JsonObject:
             },
             "script": {
                 "type": "string",
-                "description": "The Python script body (top-level await and return allowed).",
+                "description": "The script body: top-level await and return.",
             },
             "args": {
                 "type": "object",
-                "description": "JSON object exposed to the script as `args`.",
+                "description": "A JSON object the script reads as `args`.",
             },
         },
         "required": ["meta", "script"],
@@ -220,7 +156,9 @@ def workflow_tool(engine: WorkflowEngine, config: WorkflowToolConfig | None = No
 
     return ToolSpec(
         name=config.tool_name,
-        description=_description(engine.options),
+        description=description(frozenset()),
+        describe=description,
+        tags=frozenset({DELEGATION_TAG}),
         parameters=_parameters(),
         handler=handler,
         validate=False,  # meta is checked by the engine, which names every problem at once
@@ -257,4 +195,17 @@ def mount_workflow_tool(
         clock=clock,
     )
     runtime.tools.register(workflow_tool(engine, config))
+    runtime.tools.register(guide_tool(engine.options))
     return engine
+
+
+def guide_tool(options: WorkflowOptions) -> ToolSpec:
+    """`workflow_guide`: the whole contract of a workflow script, asked for when needed."""
+    text = guide_text(options)
+
+    @tool(name=GUIDE_TOOL, parallel_safe=True, checkpoint=False, tags={DELEGATION_TAG})
+    async def workflow_guide() -> str:
+        """How to write a workflow script: every hook, option and limit, and an example."""
+        return text
+
+    return workflow_guide

@@ -9,71 +9,53 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Annotated
+
+from msgspec import Meta
 
 from ..policy import SandboxPolicy
 from ..tools import ToolContext, ToolResult, ToolSpec, tool
-from ._bash import BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_COMMAND_BYTES, BASH_MAX_TIMEOUT_MS, run_bash
+from ._bash import BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS, run_bash
 from ._files import READ_DEFAULT_LIMIT, edit_text, read_text, write_text
 from ._paths import Access, require_text
 from ._search import glob_paths, grep_files
 
 __all__ = ["workspace_tools"]
 
-_PATHS = (
-    "Relative paths start at your working directory. Under the read-only mode nothing can be "
-    "written; under workspace-write only files inside the workspace; a refused call changes "
-    "nothing and says `[sandbox: file access denied under <mode> mode]`. Your home directory "
-    "(outside the workspace), /proc and the subagents store cannot be read. Arguments must be "
-    "valid Unicode text (no lone surrogates)."
-)
+# What every file tool shares (relative paths, the sandbox's refusal marker, what is never
+# readable) is said once, in the runtime's guidance before each agent's instructions.
 
 READ_FILE = (
-    "Read a text file; lines come numbered like `cat -n` (number, tab, text). Reads at most "
-    f"`limit` lines (default {READ_DEFAULT_LIMIT}) from line `offset` (1-based); lines longer "
-    "than 2000 characters are cut and the output stops before 100000 characters, with a note "
-    "giving the offset to continue from. Binary files (containing NUL bytes) are refused. " + _PATHS
+    "Read a text file, numbered like `cat -n`: at most `limit` lines from line `offset`. "
+    "Lines over 2000 characters are cut; output stops at 100000 characters with the offset "
+    "to continue from. Binary files are refused."
 )
-WRITE_FILE = (
-    "Create a file, or overwrite it entirely, with `content` (UTF-8); missing parent "
-    "directories are created. To change part of a file, use edit_file. " + _PATHS
-)
+WRITE_FILE = "Create or overwrite a file with `content` (UTF-8), creating parent directories."
 EDIT_FILE = (
-    "Replace exact text in a file: `old_string` must occur exactly once (include enough "
-    "surrounding lines to make it unique) unless `replace_all` is true, and must match the file "
-    "exactly, including indentation; copy it from read_file's output without the line-number "
-    "prefix. `old_string` and `new_string` must differ. Text files up to 10 MB. " + _PATHS
+    "Replace `old_string` with `new_string` in a file. `old_string` must match exactly, "
+    "indentation included (copy it without read_file's line-number prefix), and occur once "
+    "unless `replace_all`. Text files up to 10 MB."
 )
 GLOB = (
-    "List files and directories under `path` (default: your working directory) whose relative "
-    "path matches a glob `pattern`: `*` and `?` match within one path segment, `[abc]` a set, "
-    "`**` any number of directories (`src/**/*.py`). Wildcards do not match names starting "
-    "with '.'; `.git` directories and symlinked directories are not entered. Results are sorted, "
-    "directories end in '/', paths are relative to your working directory (absolute outside "
-    "it); at most 1000 are listed. " + _PATHS
+    "List paths under `path` matching a glob: `*` and `?` within a path segment, `**` across "
+    "directories, `[abc]` a set. Hidden names, `.git` and symlinked directories are skipped; "
+    "sorted, directories end in '/', at most 1000."
 )
 GREP = (
-    "Search file contents with a regular expression in RE2 syntax (matched per line, in time "
-    "linear in the line; like Python `re` but without backreferences, lookaround, atomic groups "
-    "or possessive repetition, which are refused; write `\\z`, not `\\Z`); prints "
-    "`file:line: text` for each matching line. `path` is a file or a directory "
-    "(default: your working directory); `glob` keeps only files whose name (or, with a '/', "
-    "relative path) matches it, for example `*.py`. Binary files, files over 10 MB, `.git` "
-    "directories and hidden places are skipped; lines are cut at 300 characters; it stops at "
-    "500 matches. " + _PATHS
+    "Search files for a regular expression in RE2 syntax (no backreferences or lookaround), "
+    "line by line; prints `file:line: text`. Skips binary, hidden and over-10 MB files; "
+    "stops at 500 matches."
 )
 BASH = (
-    "Run a shell command with `/bin/bash -c` in your working directory and return its stdout, "
-    "stderr and exit code. Under read-only and workspace-write it runs in the same sandbox as "
-    "workflow scripts: only the workspace (writable under workspace-write), the Python "
-    "installation and system directories are visible, there is no network, the environment is "
-    "emptied (PATH=/usr/bin:/bin) and the number of processes is bounded. A file access the "
-    "sandbox refused is marked `[sandbox: file access denied under <mode> mode]`. The command "
-    f"is killed after `timeout_ms` (default {BASH_DEFAULT_TIMEOUT_MS}, at most "
-    f"{BASH_MAX_TIMEOUT_MS}), and every process it started, background ones included, is "
-    "killed when it ends, so nothing keeps running after the call. Each stream shows at most "
-    f"30000 characters (head and tail). Commands up to {BASH_MAX_COMMAND_BYTES} bytes (UTF-8); "
-    "stdin is empty."
+    "Run a command with `/bin/bash -c` in your working directory; returns stdout, stderr and "
+    "exit code. Unless your file policy is danger-full-access it runs confined: no network, "
+    "PATH=/usr/bin:/bin, few processes. Every process it started is killed when it ends or "
+    "after `timeout_ms`; each stream keeps at most 30000 characters."
 )
+
+_Offset = Annotated[int, Meta(ge=0, description="The first line, 1-based.")]
+_Limit = Annotated[int, Meta(ge=1, description="Lines to read at most.")]
+_Timeout = Annotated[int, Meta(ge=1, le=BASH_MAX_TIMEOUT_MS)]
 
 
 def workspace_tools(
@@ -97,16 +79,9 @@ def workspace_tools(
 
     @tool(name="read_file", description=READ_FILE, parallel_safe=True)
     async def read_file(
-        ctx: ToolContext, path: str, offset: int = 1, limit: int = READ_DEFAULT_LIMIT
+        ctx: ToolContext, path: str, offset: _Offset = 1, limit: _Limit = READ_DEFAULT_LIMIT
     ) -> str:
-        """Read a file.
-
-        Args:
-            ctx: The call.
-            path: The file to read.
-            offset: The first line to read, 1-based (0 also means the start).
-            limit: How many lines to read at most.
-        """
+        """Read a file."""
         return await asyncio.to_thread(
             read_text, access(ctx, path=path), path, offset=offset, limit=limit
         )
@@ -117,8 +92,8 @@ def workspace_tools(
 
         Args:
             ctx: The call.
-            path: The file to create or overwrite.
-            content: The complete new content of the file.
+            path: The file.
+            content: Its whole new content.
         """
         return await asyncio.to_thread(
             write_text, access(ctx, path=path, content=content), path, content
@@ -132,10 +107,10 @@ def workspace_tools(
 
         Args:
             ctx: The call.
-            path: The file to edit.
+            path: The file.
             old_string: The exact text to replace.
-            new_string: The text to put in its place.
-            replace_all: Replace every occurrence instead of exactly one.
+            new_string: The text to put there.
+            replace_all: Replace every occurrence.
         """
         return await asyncio.to_thread(
             edit_text,
@@ -152,8 +127,8 @@ def workspace_tools(
 
         Args:
             ctx: The call.
-            pattern: A relative glob such as `**/*.py` or `docs/*.md`.
-            path: The directory to search under (default: your working directory).
+            pattern: A relative glob, such as `src/**/*.py`.
+            path: The directory to search (default: your working directory).
         """
         return await asyncio.to_thread(
             glob_paths, access(ctx, pattern=pattern, path=path), pattern, path
@@ -167,9 +142,9 @@ def workspace_tools(
 
         Args:
             ctx: The call.
-            pattern: A regular expression (RE2 syntax), matched against each line.
-            path: The file or directory to search (default: your working directory).
-            glob: Only search files matching this glob, such as `*.py`.
+            pattern: The regular expression.
+            path: A file or directory (default: your working directory).
+            glob: Only files whose name matches, such as `*.py`.
         """
         return await asyncio.to_thread(
             grep_files, access(ctx, pattern=pattern, path=path, glob=glob), pattern, path, glob
@@ -177,14 +152,14 @@ def workspace_tools(
 
     @tool(name="bash", description=BASH)
     async def bash(
-        ctx: ToolContext, command: str, timeout_ms: int = BASH_DEFAULT_TIMEOUT_MS
+        ctx: ToolContext, command: str, timeout_ms: _Timeout = BASH_DEFAULT_TIMEOUT_MS
     ) -> ToolResult:
         """Run a shell command.
 
         Args:
             ctx: The call.
-            command: The command line, run with `/bin/bash -c`.
-            timeout_ms: Kill the command after this many milliseconds.
+            command: The command line.
+            timeout_ms: Kill it after this many milliseconds.
         """
         return await run_bash(access(ctx, command=command), command, timeout_ms)
 

@@ -12,6 +12,7 @@ from ...errors import ErrorCode, SubagentError
 from ...ids import SessionId
 from ...tools import ToolContext, ToolSpec, tool
 from .._background import TaskRegistry
+from .._scope import DELEGATION_TAG
 from .._wording import (
     NO_TASKS_TEXT,
     kill_finished_text,
@@ -27,16 +28,11 @@ MAX_WAIT_MS = 600_000
 
 _TaskId = Annotated[
     str,
-    Meta(description="The task id returned by the tool that started the background work."),
+    Meta(description="The id the starting tool returned."),
 ]
 _Wait = Annotated[
     bool,
-    Meta(
-        description=(
-            "Block until the task finishes or the timeout passes; a timed-out wait leaves the "
-            "task running. Defaults to false."
-        )
-    ),
+    Meta(description="Block until it finishes or `timeout_ms` passes (default false)."),
 ]
 _Reason = Annotated[str, Meta(description="Why, for the record.")]
 
@@ -54,17 +50,16 @@ def task_tools(
     registry: TaskRegistry, *, wait_ms: int = DEFAULT_WAIT_MS, max_wait_ms: int = MAX_WAIT_MS
 ) -> list[ToolSpec]:
     """The three task tools over one registry."""
-    timeout_text = (
-        f"Longest wait in milliseconds with wait: true (default {wait_ms}, at most {max_wait_ms})."
-    )
+    timeout_text = f"Longest wait in milliseconds (default {wait_ms}, at most {max_wait_ms})."
 
     @tool(
         description=(
-            "Read a background task: its result once it has finished. Reads do not block "
-            "unless `wait` is true. You are notified when a task finishes, so do not poll."
+            "Read a background task's result once it has finished; it blocks only with `wait`. "
+            "You are notified when a task finishes: do not poll."
         ),
         parallel_safe=True,
         checkpoint=False,
+        tags={DELEGATION_TAG},
     )
     async def task_output(
         ctx: ToolContext,
@@ -79,7 +74,7 @@ def task_tools(
             return task_output_text(await registry.wait(task_id, caller, millis / 1000))
         return task_output_text(registry.read(task_id, caller))
 
-    @tool(parallel_safe=True, checkpoint=False)
+    @tool(parallel_safe=True, checkpoint=False, tags={DELEGATION_TAG})
     async def task_list(ctx: ToolContext) -> str:
         """List your background tasks (running and finished) with their status."""
         rows = registry.list(SessionId(ctx.agent_id))
@@ -87,7 +82,7 @@ def task_tools(
             return NO_TASKS_TEXT
         return "\n".join(task_row(r) for r in rows)
 
-    @tool(parallel_safe=True, checkpoint=False)
+    @tool(parallel_safe=True, checkpoint=False, tags={DELEGATION_TAG})
     async def task_kill(
         ctx: ToolContext, task_id: _TaskId, reason: _Reason | UnsetType = UNSET
     ) -> str:

@@ -21,11 +21,13 @@ from ...tools import ToolContext, ToolSpec, tool
 from .._catalog import catalog_entries
 from .._continuable import ContinuableManager
 from .._references import resolve_reference
+from .._scope import DELEGATION_TAG
 from .._wording import (
     NO_AGENTS_TEXT,
     UNAVAILABLE_TEXT,
     agent_row_text,
     agents_left_text,
+    interrupt_description,
     interrupt_requested_text,
     message_queued_text,
     no_agents_at_text,
@@ -47,15 +49,11 @@ _Scope = Annotated[
     Literal["children", "descendants"],
     Meta(
         extra_json_schema={"type": "string"},
-        description=(
-            "children (default): your direct children, who accept send_message. descendants: "
-            "the whole tree below you, with parent and depth; deeper agents accept only "
-            "interrupt_agent."
-        ),
+        description="children (default), or descendants: the whole tree below you.",
     ),
 ]
 _Cursor = Annotated[
-    int, Meta(ge=0, description="Where to continue a long listing (from the last page).")
+    int, Meta(ge=0, description="The row to continue from (the last page says it).")
 ]
 _Limit = Annotated[
     int, Meta(ge=1, le=MAX_LIMIT, description=f"Rows per page (default {DEFAULT_LIMIT}).")
@@ -164,13 +162,13 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
 
     @tool(
         description=(
-            "Send a message to one of your background subagents (a direct child). It "
-            "becomes the child's next turn: it waits behind a turn in progress, and a "
-            "settled child is resumed with its conversation intact. You get a delivery "
-            "confirmation, not the answer; you are notified when the child settles again."
+            "Give a background child its next turn: the message waits behind a turn in "
+            "progress, and a settled child resumes with its conversation. You get a receipt, "
+            "not the answer; you are notified when the child settles."
         ),
         parallel_safe=True,
         checkpoint=False,
+        tags={DELEGATION_TAG},
     )
     async def send_message(ctx: ToolContext, agent: AgentReference, message: _Message) -> str:
         caller = calling_agent(manager.service, ctx, "send_message")
@@ -189,14 +187,10 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
         return message_queued_text(act.full_name, accepted.id)
 
     @tool(
-        description=(
-            "Stop the current turn of an agent below you (a child or a deeper descendant). "
-            "Its queued messages and the agents it started stay; it can be continued "
-            "later with send_message. Returns at once; an agent that already finished is "
-            "left as it is."
-        ),
         parallel_safe=True,
         checkpoint=False,
+        tags={DELEGATION_TAG},
+        describe=interrupt_description,
     )
     async def interrupt_agent(ctx: ToolContext, agent: AgentReference) -> str:
         caller = calling_agent(manager.service, ctx, "interrupt_agent")
@@ -208,15 +202,13 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
 
     @tool(
         description=(
-            "List the background subagents you started, by name, with status and label: "
-            "running (working now), idle (loaded, between turns), ready (stored; its last "
-            "turn completed), failed, aborted (stopped by an interrupt), crashed (its process "
-            "died mid-turn), cut-off (a crash cut its turn; resuming runs it again). "
-            "send_message continues a child in any status. You are notified when one "
-            "settles, so do not poll."
+            "List your background children: name, status (running, idle, ready, failed, "
+            "aborted, crashed, or cut-off: a crash cut its turn) and label. You are notified "
+            "when one settles: do not poll."
         ),
         parallel_safe=True,
         checkpoint=False,
+        tags={DELEGATION_TAG},
     )
     async def list_agents(
         ctx: ToolContext,
@@ -248,9 +240,8 @@ def report_tool(manager: ContinuableManager) -> ToolSpec:
 
     @tool(
         description=(
-            "Send content to the agent that started you: progress, a finding, or your result. "
-            "It does not end your turn; only your direct parent receives it. Make it "
-            "self-contained: your parent does not see your work."
+            "Send progress, a finding or your result to the agent that started you (only it "
+            "receives it); it does not end your turn. Make it self-contained."
         ),
         parallel_safe=True,
         checkpoint=False,

@@ -8,17 +8,18 @@ caller's), its depth cap; `context: fork` routes to the fork provider.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ...core import Agent
 from ...errors import ErrorCode, SubagentError, ToolError
 from ...messages import JsonObject
+from ...names import MAX_NAME_LENGTH, NAME_PATTERN
 from ...sessions import KnownOutcome
 from ...tools import ToolContext, ToolResult, ToolSpec
 from .._results import SubagentResult
-from .._scope import pick_definition
+from .._scope import DELEGATION_TAG, pick_definition
 from .._service import Admission, SubagentService
 from .._wording import (
     CANCELLED_TEXT,
@@ -70,7 +71,7 @@ def _parameters(*, inherits: bool, background: bool, agents: Sequence[str] = ())
         "description": {
             "type": "string",
             "minLength": 1,
-            "description": "A short (3-5 word) description of the delegated task, for display.",
+            "description": "3-5 words, for display.",
         },
         "prompt": {
             "type": "string",
@@ -79,34 +80,41 @@ def _parameters(*, inherits: bool, background: bool, agents: Sequence[str] = ())
         },
         "name": {
             "type": "string",
-            "description": (
-                "A name for the child, unique among your children: 1-32 lower-case letters, "
-                "digits or '-', starting with a letter (not `lead`). Omit it to get agent-N."
-            ),
+            # The grammar of names.py, so a constrained decoder cannot produce another.
+            "pattern": NAME_PATTERN,
+            "maxLength": MAX_NAME_LENGTH,
+            "description": "Unique among your children, not `lead` (default agent-N).",
         },
         "cwd": {
             "type": "string",
-            "description": (
-                "The child's working directory, which becomes its workspace: a directory "
-                "inside your workspace (relative paths start from your cwd). Omit it to share "
-                "yours."
-            ),
+            "description": "Its working directory and workspace, inside yours (default: yours).",
         },
     }
     if agents:
         properties["agent"] = {
             "type": "string",
+            "enum": list(agents),
             "description": agent_parameter_description(agents),
         }
     if background:
         properties["run_in_background"] = {
             "type": "boolean",
-            "description": (
-                "Start the child in the background and keep working; you are notified when it "
-                "finishes. Defaults to false (wait for the answer)."
-            ),
+            "description": "Return at once; you are notified when it settles (default false).",
         }
     return {"type": "object", "properties": properties, "required": ["description", "prompt"]}
+
+
+def _without_rules_the_handler_checks(parameters: JsonObject) -> JsonObject:
+    """`parameters` less the name grammar and the definitions' `enum`.
+
+    Admission refuses those with their own codes and hints (`INVALID_NAME`,
+    `UNKNOWN_DEFINITION`), which say more than a schema mismatch would.
+    """
+    properties = dict(cast("dict[str, Any]", parameters["properties"]))
+    properties["name"] = {"type": "string"}
+    if "agent" in properties:
+        properties["agent"] = {"type": "string"}
+    return {**parameters, "properties": properties}
 
 
 def subagent_tool(
@@ -176,17 +184,30 @@ def subagent_tool(
             return _start_background(service, tasks, admission)
         return await _run_foreground(service, admission)
 
+    continuable_background = config.background_mode == "continuable" and continuable is not None
+    listed = definitions_description(usable, inherits=inherits)
+
+    def describe(offered: Set[str]) -> str:
+        return (
+            tool_description(
+                inherits=inherits,
+                background=config.background,
+                continuable=continuable_background,
+                offered=offered,
+            )
+            + listed
+        )
+
+    parameters = _parameters(
+        inherits=inherits, background=config.background, agents=[d.name for d in usable]
+    )
     return ToolSpec(
         name=name,
-        description=tool_description(
-            inherits=inherits,
-            background=config.background,
-            continuable=config.background_mode == "continuable" and continuable is not None,
-        )
-        + definitions_description(usable, inherits=inherits),
-        parameters=_parameters(
-            inherits=inherits, background=config.background, agents=[d.name for d in usable]
-        ),
+        description=describe(frozenset()),
+        describe=describe,
+        tags=frozenset({DELEGATION_TAG}),
+        parameters=parameters,
+        checked=_without_rules_the_handler_checks(parameters),
         handler=handler,
         parallel_safe=True,
         checkpoint=False,  # every effect is a write to our own, ordered log

@@ -26,6 +26,7 @@ from .._background import TaskRegistry
 from .._catalog import full_name_of
 from .._continuable import ContinuableManager
 from .._references import resolve_reference
+from .._scope import DELEGATION_TAG
 from .._wording import MAX_ENTRY_CHARS, transcript_entries, transcript_text
 from ._subagent import calling_agent
 
@@ -39,10 +40,7 @@ AgentReference = Annotated[
     str,
     Meta(
         min_length=1,
-        description=(
-            "Who: a child's name (`reviewer`), a path below you (`reviewer/checker`), a path "
-            "from the root (`/reviewer/checker`), or a session id."
-        ),
+        description="A child's name, a path below you (`reviewer/checker`) or a session id.",
     ),
 ]
 """The `agent` parameter of the tools that address an agent below the caller."""
@@ -113,15 +111,13 @@ def transcript_tool(manager: ContinuableManager) -> ToolSpec:
 
     @tool(
         description=(
-            "Read the transcript of a subagent below you (a child or a deeper descendant) once "
-            "it has settled: its messages, answers, tool calls and tool results, each clipped "
-            f"to {MAX_ENTRY_CHARS} characters. Use it to check how a finished child reached "
-            "its result. A child that is still working (running, or waiting on input or its "
-            "own children) cannot be read: the call fails and you are notified when it "
-            "settles; do not poll."
+            "Read how a settled agent below you reached its result: its messages, tool calls "
+            f"and results, each cut at {MAX_ENTRY_CHARS} characters. One still working cannot "
+            "be read."
         ),
         parallel_safe=True,
         checkpoint=False,
+        tags={DELEGATION_TAG},
     )
     async def read_transcript(
         ctx: ToolContext, agent: AgentReference, limit: _Limit | UnsetType = UNSET
