@@ -93,3 +93,33 @@ def test_parallel_children_never_overspend_the_model_call_budget(cli: Cli, tmp_p
             log = cli("log", row["session_id"], "--json")
             ends = [e for e in json.loads(log.stdout) if e["kind"] == "turn/end"]
             assert [e["payload"]["reason"] for e in ends] == ["budget"]
+
+
+def test_max_tokens_caps_every_agent_and_is_told(cli: Cli, tmp_path: Path) -> None:
+    spec = write_script(
+        tmp_path / "s.yaml", "lead:\n" + DELEGATE + "  - text: done\n'*':\n  - text: child\n"
+    )
+    done = cli("run", "go", "--model", spec, "--max-tokens", "64", "--json")
+    assert done.returncode == 0, done.stderr
+    session = json.loads(done.stdout)["session_id"]
+    for name in ("lead", "agent-1"):
+        events = json.loads(cli("log", name, "--session", session, "--json").stdout)
+        told = [
+            "".join(b["text"] for b in e["payload"]["message"]["content"])
+            for e in events
+            if e["kind"] == "user/message"
+            and e["payload"]["message"]["source"]["name"] == "context"
+        ]
+        assert len(told) == 1
+        assert "Each of your responses may be at most 64 tokens long." in told[0]
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "lots"])
+def test_a_bad_max_tokens_is_a_usage_error_and_writes_nothing(
+    cli: Cli, tmp_path: Path, home: Path, value: str
+) -> None:
+    spec = write_script(tmp_path / "s.yaml", "lead:\n  - text: hi\n")
+    done = cli("run", "go", "--model", spec, "--max-tokens", value)
+    assert done.returncode == 2
+    assert "--max-tokens" in done.stderr
+    assert not (home / "state.db").exists()

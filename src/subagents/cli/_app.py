@@ -102,6 +102,12 @@ SandboxOpt = Annotated[
         "danger-full-access (kept across resume; children inherit it).",
     ),
 ]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens", min=1, help="Cap each model response at this many tokens (every agent)."
+    ),
+]
 BudgetTokensOpt = Annotated[
     int | None,
     typer.Option("--budget-tokens", min=0, help="Tokens (input + output) the whole tree may use."),
@@ -197,6 +203,7 @@ def _runtime(
     sandbox: SandboxMode = "workspace-write",
     budget: Budget | None = None,
     tools: Sequence[ToolSpec] = (),
+    max_tokens: int | None = None,
 ) -> Runtime:
     """The one place the command line builds a runtime.
 
@@ -212,7 +219,7 @@ def _runtime(
         cwd=cwd,
         model_spec=model_spec,
         sandbox=sandbox,
-        delegation=DelegationOptions(definitions=definitions, budget=budget),
+        delegation=DelegationOptions(definitions=definitions, budget=budget, max_tokens=max_tokens),
     )
 
 
@@ -244,6 +251,7 @@ def run(
     budget_tokens: BudgetTokensOpt = None,
     budget_model_calls: BudgetCallsOpt = None,
     budget_children: BudgetChildrenOpt = None,
+    max_tokens: MaxTokensOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Start a new root session, run it until quiescent and print the lead's answer.
@@ -277,6 +285,7 @@ def run(
             budget=Budget(
                 tokens=budget_tokens, model_calls=budget_model_calls, children=budget_children
             ),
+            max_tokens=max_tokens,
         ) as runtime:
             lead = None if definition is None else await runtime.create_agent_from(definition)
             with LiveTree(runtime, enabled=is_terminal()):
@@ -295,6 +304,7 @@ def resume(
     model: ModelOpt = None,
     store: StoreOpt = None,
     tenant: TenantOpt = "default",
+    max_tokens: MaxTokensOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Continue a stored session after a restart: repair, run pending input and PROMPT."""
@@ -303,7 +313,13 @@ def resume(
         fail("the prompt must not be empty; omit it to only run pending input")
     # Child-first: work a crash cut off runs again and reaches whoever waited.
     _on_stored_tree(
-        store, tenant, session, model, lambda rt, root: rt.resume(root, prompt), as_json=as_json
+        store,
+        tenant,
+        session,
+        model,
+        lambda rt, root: rt.resume(root, prompt),
+        as_json=as_json,
+        max_tokens=max_tokens,
     )
 
 
@@ -344,6 +360,7 @@ def _on_stored_tree(
     verb: Callable[[Runtime, SessionId], Awaitable[RunResult]],
     *,
     as_json: bool,
+    max_tokens: int | None = None,
 ) -> None:
     """Run `verb` on a stored tree with the model it recorded, then print its result."""
     require_existing_store(store)
@@ -359,6 +376,7 @@ def _on_stored_tree(
             model=chosen,
             model_spec=spec,
             definitions=definitions,
+            max_tokens=max_tokens,
         ) as runtime:
             with LiveTree(runtime, enabled=is_terminal()):
                 result = await verb(runtime, header.id)

@@ -5,6 +5,7 @@ from ._agent import (
     Agent as Agent,
     AgentConfig as AgentConfig,
     CancelCause as CancelCause,
+    check_max_tokens as check_max_tokens,
 )
 from ._budget import Budget as Budget, Ledger as Ledger
 from ._bus import (
@@ -56,6 +57,7 @@ __all__ = [
     "Status",
     "TreeRow",
     "WorkTracker",
+    "check_max_tokens",
     "default_store_path",
     "is_held",
     "iso",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .._task_owner import TaskOwner
-from ..errors import ClosedError, StoreError
+from ..errors import ClosedError, ErrorCode, StoreError, UsageError
 from ..ids import SessionId
 from ..messages import Message, MessageSource, UserMessage, user_message
 from ..models import Model
@@ -40,6 +40,7 @@ __all__ = [
     "CONTEXT_OPENING",
     "CONTEXT_SOURCE",
     "CancelCause",
+    "check_max_tokens",
 ]
 
 log = logging.getLogger("subagents.agent")
@@ -48,6 +49,20 @@ CONTEXT_OPENING = "Current runtime context; it supersedes any earlier runtime-co
 CONTEXT_CLEARED = "Current runtime context: none. Earlier runtime-context messages no longer apply."
 CONTEXT_SOURCE = MessageSource(kind="runtime", name="context")
 """The source of a runtime-context message, entered by the loop (see `AgentConfig.context`)."""
+
+
+def check_max_tokens(value: object, what: str) -> int | None:
+    """`value` as a response cap: None, or a whole number of at least 1 (`USAGE` otherwise)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(
+            f"{what} must be a whole number of at least 1 (or None for the server's default), "
+            f"got {value!r}",
+            code=ErrorCode.USAGE,
+        )
+    return value
+
 
 CancelCause = Literal["user", "parent", "disposed", "hook", "shutdown"]
 

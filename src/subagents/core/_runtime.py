@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import socket
 import time
@@ -40,7 +41,7 @@ from ..sessions import (
     interrupted_turn_closers,
 )
 from ..tools import ToolRegistry, ToolSpec
-from ._agent import Agent, AgentConfig
+from ._agent import Agent, AgentConfig, check_max_tokens
 from ._bus import AgentCreated, CausalOrder, EventBus, SessionEventPosted
 from ._inbox import replay_inbox
 from ._inspect import lease_alive
@@ -529,19 +530,37 @@ class AgentRuntime(AsyncResource):
                 continue  # a listener started work while the log caught up
             return
 
-    async def run(self, prompt: str, *, agent: Agent | None = None) -> RunResult:
-        """Send `prompt` to `agent` (a new lead by default); return once the tree is quiescent."""
+    async def run(
+        self, prompt: str, *, agent: Agent | None = None, max_tokens: int | None = None
+    ) -> RunResult:
+        """Send `prompt` to `agent` (a new lead by default); return once the tree is quiescent.
+
+        `max_tokens` caps each model response of the agent for this run (and of the children
+        it starts meanwhile, which take their parent's cap); afterwards its own cap is back.
+        """
         if not prompt.strip():
             raise ConfigError(
                 "a prompt is required, for example: subagents run 'review app.py'",
                 code=ErrorCode.USAGE,
             )
+        cap = check_max_tokens(max_tokens, "max_tokens")
         agent = agent or await self.create_agent()
+        before = agent.config.max_tokens
+        if cap is not None:
+            self.set_max_tokens(agent, cap)
         first = agent.session.next_seq
-        await agent.followup(prompt)
-        await self.wait_quiescent()
-        await self.store.flush()
+        try:
+            await agent.followup(prompt)
+            await self.wait_quiescent()
+            await self.store.flush()
+        finally:
+            if cap is not None:
+                self.set_max_tokens(agent, before)
         return run_result(agent.id, agent.session.records[first:])
+
+    def set_max_tokens(self, agent: Agent, cap: int | None) -> None:
+        """Cap each model response of `agent` from its next call on (None: no cap)."""
+        agent.config = dataclasses.replace(agent.config, max_tokens=cap)
 
 
 def run_result(session_id: SessionId, records: Iterable[EventRecord]) -> RunResult:

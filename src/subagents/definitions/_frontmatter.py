@@ -35,6 +35,7 @@ KEYS = (
     "model",
     "context",
     "max_depth",
+    "max_tokens",
     "background",
     "output_schema",
     "budget",

@@ -76,6 +76,8 @@ class AgentDefinition:
     """The context boundary it declares; None leaves it to the tool that starts it."""
     max_depth: int | None = None
     """Levels of delegation allowed below an agent started from it (0: it may not delegate)."""
+    max_tokens: int | None = None
+    """The cap on each model response of an agent started from it (None: the runtime's)."""
     background: bool = True
     """Whether it may run in the background."""
     output_schema: JsonObject | None = None
@@ -117,6 +119,7 @@ def parse_definition(
         model=found.model(),
         context=boundary,
         max_depth=found.integer("max_depth", minimum=0),
+        max_tokens=found.integer("max_tokens", minimum=1),
         background=True if background is None else background,
         output_schema=found.schema("output_schema"),
         budget=None if limits is None else Budget(**limits),

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Literal, Required, Self, TypedDict, cast
 
 from .._clock import Clock
-from ..core import Agent, AgentConfig, AgentRuntime, Budget, RunResult, run_result
+from ..core import (
+    Agent,
+    AgentConfig,
+    AgentRuntime,
+    Budget,
+    RunResult,
+    check_max_tokens,
+    run_result,
+)
 from ..definitions import (
     AgentDefinition,
     DefinitionProblem,
@@ -102,8 +110,13 @@ class DelegationOptions:
     budget: Budget | None = None
     """The run's budget: every root this runtime creates gets it, for its whole tree (a
     definition's own budget can only narrow it)."""
+    max_tokens: int | None = None
+    """The cap on each model response (`max_tokens`, sent on every call) of every agent this
+    runtime runs; a definition's own cap, or a run's (`run(max_tokens=...)`), replaces it.
+    None sends none: the server's default applies."""
 
     def __post_init__(self) -> None:
+        check_max_tokens(self.max_tokens, "max_tokens")
         # Refuse a bad value where it is written, not at the first delegation. A folder is
         # checked on entry, off the event loop (a stat here would block async callers).
         given = cast("object", self.definitions)  # what callers pass is not type-checked
@@ -309,7 +322,12 @@ class DelegationRuntime(AgentRuntime):
         own_model = None if definition.model in ("inherit", self.model_spec) else definition.model
         model = await self.model_for(own_model)
         profile = child_profile(None, definition, parent_tools=set(self.tools.names()), depth=0)
-        agent = await super().create_agent(config=AgentConfig(instructions=definition.body))
+        agent = await super().create_agent(
+            config=AgentConfig(
+                instructions=definition.body,
+                max_tokens=definition.max_tokens or self.delegation.max_tokens,
+            )
+        )
         agent.model = model
         if own_model is not None:
             self.subagents.model_specs[agent.id] = own_model
@@ -338,7 +356,13 @@ class DelegationRuntime(AgentRuntime):
         return agent
 
     async def create_agent(self, *, config: AgentConfig | None = None) -> Agent:
-        """Start a new root session (`lead`); the run's budget, if any, is recorded in it."""
+        """Start a new root session (`lead`); the run's budget, if any, is recorded in it.
+
+        Without a cap of its own in `config`, it takes the runtime's (`max_tokens`).
+        """
+        config = config or AgentConfig()
+        if config.max_tokens is None:
+            config = dataclasses.replace(config, max_tokens=self.delegation.max_tokens)
         agent = await super().create_agent(config=config)
         budget = combined(self.delegation.budget, None)
         if budget is not None:
@@ -522,6 +546,24 @@ class DelegationRuntime(AgentRuntime):
             self._tell_file_policy(agent)
         _apply(agent, profile.tool_filter)
 
+    def set_max_tokens(self, agent: Agent, cap: int | None) -> None:
+        """Cap each model response of `agent` from its next call on, and tell it so."""
+        super().set_max_tokens(agent, cap)
+        self._tell_limits(agent)
+
+    def _tell_limits(self, agent: Agent) -> None:
+        """Say the agent's limits (its subtree's budget, its response cap) in its context."""
+        ledger = agent.ledger
+        limits = ledger.limits.describe() if ledger is not None else None
+        stated = limits_statement(limits or None, agent.config.max_tokens)
+        agent.config = (
+            told(agent.config, LIMITS, stated)
+            if stated is not None
+            else dataclasses.replace(
+                agent.config, context=tuple(c for c in agent.config.context if c[0] != LIMITS)
+            )
+        )
+
     def _tell_file_policy(self, agent: Agent) -> None:
         """Say the agent's current file policy in its instructions (spec: sandbox:policy).
 
@@ -653,13 +695,18 @@ class DelegationRuntime(AgentRuntime):
     def _compose(
         self, config: AgentConfig, *, base: str, profile: AgentProfile | None
     ) -> AgentConfig:
-        """`config` with a child's own instructions: its definition's body (else `base`)."""
+        """`config` with a child's own instructions and response cap.
+
+        Its definition's body (else `base`) and cap (else the one it inherited).
+        """
+        cap = config.max_tokens
         if profile is not None:
             if profile.definition is not None:
                 base = profile.definition.body
+                cap = profile.definition.max_tokens or cap
             elif profile.instructions is not None:
                 base = profile.instructions
-        return dataclasses.replace(config, instructions=base)
+        return dataclasses.replace(config, instructions=base, max_tokens=cap)
 
     def max_depth_of(self, agent: Agent) -> int | None:
         """The deepest `agent`'s subtree may reach: the runtime's cap, or its profile's."""
@@ -679,6 +726,7 @@ class DelegationRuntime(AgentRuntime):
         delegate any deeper is not offered the delegation tools at all.
         """
         header = agent.session.header
+        profile = self.subagents.profiles.get(agent.id)
         max_depth = self.max_depth_of(agent)
         parent = None
         if header.parent is not None:
@@ -691,12 +739,12 @@ class DelegationRuntime(AgentRuntime):
             cwd=header.cwd,
         )
         config = told(agent.config, DELEGATION, statement)
-        ledger = agent.ledger
-        limits = ledger.limits.describe() if ledger is not None else None
-        stated = limits_statement(limits or None, config.max_tokens)
-        if stated is not None:
-            config = told(config, LIMITS, stated)
+        if config.max_tokens is None:  # a resumed agent: its definition's cap, else ours
+            definition = profile.definition if profile is not None else None
+            own = definition.max_tokens if definition is not None else None
+            config = dataclasses.replace(config, max_tokens=own or self.delegation.max_tokens)
         agent.config = dataclasses.replace(config, preamble=RUNTIME_GUIDANCE)
+        self._tell_limits(agent)
         if max_depth is not None and header.depth >= max_depth:
             agent.tools.hide({DELEGATION_TAG})
 
