@@ -11,6 +11,7 @@ the test opens the gate, so a model call can be held open at a known point.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TypeVar
@@ -18,12 +19,14 @@ from typing import TypeVar
 import pytest
 
 from subagents.core import (
+    CONTEXT_SOURCE,
     Agent,
     AgentConfig,
     AgentFailed,
     AgentRuntime,
     AgentStatusChanged,
 )
+from subagents.core._agent import CONTEXT_CLEARED, CONTEXT_OPENING
 from subagents.core._inbox import Inbox
 from subagents.errors import ErrorCode, UsageError
 from subagents.messages import (
@@ -708,7 +711,9 @@ async def test_model_error_ends_the_turn_error_and_the_agent_stays_usable(
             "turn/end",
         ]
         assert events(agent, ModelErrorEvent) == [
-            ModelErrorEvent(turn=1, step=1, code="MODEL_ERROR", message="the provider is down")
+            ModelErrorEvent(
+                turn=1, step=1, code="MODEL_ERROR", message="the provider is down", retryable=False
+            )
         ]
         assert events(agent, TurnEnd) == [
             TurnEnd(
@@ -716,6 +721,7 @@ async def test_model_error_ends_the_turn_error_and_the_agent_stays_usable(
                 reason="error",
                 error_code="MODEL_ERROR",
                 error_message="the provider is down",
+                retryable=False,
             )
         ]
         assert [(f.turn, f.code, f.message) for f in failures] == [
@@ -1050,3 +1056,25 @@ lead:
         assert outcomes[2] == ('Error: unknown tool "nope"', "UNKNOWN_TOOL")
         assert [e.message.is_error for e in events(agent, ToolResultEvent)] == [False, True, True]
     model.assert_complete()
+
+
+# -- the runtime context ----------------------------------------------------------------------
+
+
+async def test_the_runtime_context_is_a_message_entered_when_it_changes(clock: FakeClock) -> None:
+    model = scripted("lead:\n  - text: one\n  - text: two\n  - text: three\n", clock)
+    async with runtime(model, clock) as rt:
+        told = AgentConfig(instructions="Be brief.").with_context("where", "You are here.")
+        agent = await rt.create_agent(config=told)
+        await rt.run("first", agent=agent)
+        await rt.run("second", agent=agent)  # unchanged: not entered again
+        agent.config = dataclasses.replace(agent.config, context=())
+        await rt.run("third", agent=agent)
+    first, second, third = model.requests_of("lead")
+    # Never in the system prompt, so the prefix stays the same for every request.
+    assert first.system == second.system == third.system == "Be brief."
+    snapshot = f"{CONTEXT_OPENING}\n\nYou are here."
+    assert texts(first.messages) == [f"user:{snapshot}", "user:first"]
+    assert texts(third.messages)[-2:] == [f"user:{CONTEXT_CLEARED}", "user:third"]
+    sources = [e.message.source for e in events(agent, UserMessageEvent)]
+    assert sources.count(CONTEXT_SOURCE) == 2

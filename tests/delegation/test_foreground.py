@@ -33,6 +33,8 @@ from subagents.ids import SessionId
 from subagents.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from subagents.sessions import SessionEndSeed, SqliteEventStore, TurnEnd
 
+PERMANENT = " (retrying will not help until the cause is fixed)"
+"""What a diagnostic adds for a failure its error called permanent (the scripted model's)."""
 DEPTH_ERROR = (
     "Error: subagent depth {} exceeds maxDepth {}; carry out the work directly instead of "
     "delegating"
@@ -96,6 +98,7 @@ PARTIAL = "\nPartial output before the run ended:\n"
             "  - error: upstream exploded\n",
             "error",
             "Error: subagent run failed\nDiagnostic: MODEL_ERROR: upstream exploded"
+            + PERMANENT
             + PARTIAL
             + "Halfway there.",
             id="error-with-partial",
@@ -104,7 +107,7 @@ PARTIAL = "\nPartial output before the run ended:\n"
             "  - error: upstream exploded\n",
             "error",
             # Why it failed, with the stable code: the parent need not read the child's log.
-            "Error: subagent run failed\nDiagnostic: MODEL_ERROR: upstream exploded",
+            "Error: subagent run failed\nDiagnostic: MODEL_ERROR: upstream exploded" + PERMANENT,
             id="error-without-output",
         ),
         pytest.param(
@@ -214,7 +217,7 @@ stopped:
         await rt.wait_quiescent()
         assert [(r.content, r.is_error) for r in replies(lead)] == [
             ("fine", False),
-            ("Error: subagent run failed\nDiagnostic: MODEL_ERROR: it broke", True),
+            ("Error: subagent run failed\nDiagnostic: MODEL_ERROR: it broke" + PERMANENT, True),
             ("Error: subagent run was cancelled", True),
         ]
         assert list(rt.agents) == [lead.id]

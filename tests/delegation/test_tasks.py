@@ -676,9 +676,14 @@ breaker:
         lead = await rt.create_agent()
         await lead.followup("go")
         await rt.wait_quiescent()
-        assert notice("subagent-1", "Break", "failed, error") in [t for _, _, t in entered(lead)]
+        # Why it failed, in one line, with whether a retry may help.
+        why = (
+            "failed, error; Diagnostic: MODEL_ERROR: upstream exploded "
+            "(retrying will not help until the cause is fixed)"
+        )
+        assert notice("subagent-1", "Break", why) in [t for _, _, t in entered(lead)]
         assert replies(lead)[-1] == ToolReply(
-            "task_output", "(no new output)\n[status: failed, error]", False, None
+            "task_output", f"(no new output)\n[status: {why}]", False, None
         )
     model.assert_complete()
 

@@ -150,13 +150,16 @@ def _budget_end(turn: int, spent: str) -> TurnEnd:
 
 
 def _error_end(agent: Agent, turn: int, exc: Exception) -> TurnEnd:
+    retryable: bool | None = None
     if isinstance(exc, SubagentsError):
-        code, message = str(exc.code), exc.message
+        code, message, retryable = str(exc.code), exc.message, exc.retryable
     else:
         log.exception("turn %d of %s failed", turn, agent.name)
         code, message = str(ErrorCode.INTERNAL), f"{type(exc).__name__}: {exc}"
     agent.bus.emit(AgentFailed(agent.id, agent.name, turn, code, message))
-    return TurnEnd(turn=turn, reason="error", error_code=code, error_message=message)
+    return TurnEnd(
+        turn=turn, reason="error", error_code=code, error_message=message, retryable=retryable
+    )
 
 
 def _build_request(agent: Agent) -> ModelRequest:
@@ -220,7 +223,15 @@ async def _run_step(
             if isinstance(exc, ModelError)
             else ModelError(f"model adapter failed: {type(exc).__name__}: {exc}")
         )
-        record(ModelErrorEvent(turn=turn, step=step, code=error.code, message=error.message))
+        record(
+            ModelErrorEvent(
+                turn=turn,
+                step=step,
+                code=error.code,
+                message=error.message,
+                retryable=error.retryable,
+            )
+        )
         if reservation is not None:
             reservation.settle(None)
         raise error from exc

@@ -22,6 +22,10 @@ class SubagentResult:
     stop_reason: ResultStop
     structured: JsonValue = None
     diagnostic: str | None = None
+    """Why it did not complete, in one line: `CODE: reason` for a failure, what was spent
+    for a budget."""
+    retryable: bool | None = None
+    """For a failure: whether trying again may succeed (None: the error did not say)."""
 
 
 def result_from_log(records: Sequence[EventRecord]) -> SubagentResult:
@@ -48,12 +52,22 @@ def result_from_log(records: Sequence[EventRecord]) -> SubagentResult:
     # A spent budget says whose budget and how much was used, a failure why it failed (with
     # its stable code): the parent decides with that, without reading the child's log.
     diagnostic = None
+    retryable = None
     if end is not None and stop == "budget":
         diagnostic = end.error_message
     elif end is not None and stop == "error" and end.error_message:
         code = f"{end.error_code}: " if end.error_code else ""
-        diagnostic = f"{code}{end.error_message}"
-    return SubagentResult(output=output, stop_reason=stop, diagnostic=diagnostic)
+        diagnostic = f"{code}{one_line(end.error_message)}"
+        retryable = end.retryable
+    return SubagentResult(
+        output=output, stop_reason=stop, diagnostic=diagnostic, retryable=retryable
+    )
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """`text` as one line of at most `limit` characters (whitespace runs become one space)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else f"{flat[: limit - 1]}…"
 
 
 def _stop(end: TurnEnd | None, dropped: bool) -> ResultStop:

@@ -55,6 +55,7 @@ __all__ = [
     "agents_left_text",
     "continuable_started_text",
     "definitions_description",
+    "diagnostic_line",
     "delegation_statement",
     "exhausted_guard_text",
     "failure_headline",
@@ -323,7 +324,7 @@ def notice_text(full_name: str, result: SubagentResult) -> str:
     """The settlement notice a parent receives when a background child settles."""
     opening = settlement_line(full_name, result.stop_reason)
     if result.diagnostic:
-        opening += f"\nDiagnostic: {result.diagnostic}"
+        opening += f"\n{diagnostic_line(result.diagnostic, result.retryable)}"
     if result.structured is not None:
         return f"{opening}\nIts structured result:\n{render_result(result)}"
     if result.output:
@@ -338,7 +339,7 @@ def rerun_notice_text(full_name: str, label: str, result: SubagentResult) -> str
         f"again after the restart; it ended [status: {result.stop_reason}]."
     )
     if result.diagnostic:
-        opening += f"\nDiagnostic: {result.diagnostic}"
+        opening += f"\n{diagnostic_line(result.diagnostic, result.retryable)}"
     if result.structured is not None or result.output:
         return f"{opening}\nIts output:\n{render_result(result)}"
     return f"{opening}\nIt left no output."
@@ -382,14 +383,28 @@ def failure_headline(stop_reason: str) -> str:
             return f"subagent run ended abnormally ({stop_reason})"
 
 
-def failure_text(stop_reason: str, diagnostic: str | None, output: str) -> str:
+def failure_text(
+    stop_reason: str, diagnostic: str | None, output: str, retryable: bool | None = None
+) -> str:
     """A foreground call's error for a non-completed child: headline, diagnostic, output."""
     text = failure_headline(stop_reason)
     if diagnostic:
-        text += f"\nDiagnostic: {diagnostic}"
+        text += f"\n{diagnostic_line(diagnostic, retryable)}"
     if output:
         text += f"\nPartial output before the run ended:\n{output}"
     return text
+
+
+def diagnostic_line(diagnostic: str, retryable: bool | None) -> str:
+    """Why a child did not complete, and whether trying again may help when that is known."""
+    match retryable:
+        case True:
+            hint = " (transient: retrying may help)"
+        case False:
+            hint = " (retrying will not help until the cause is fixed)"
+        case None:
+            hint = ""
+    return f"Diagnostic: {diagnostic}{hint}"
 
 
 def render_result(result: SubagentResult) -> str:

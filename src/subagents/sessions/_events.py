@@ -103,7 +103,8 @@ class TurnEnd(_Event, frozen=True, tag="turn/end"):
     """A turn ended, and why (`reason`); written after its last step closed.
 
     v2 adds the `budget` reason. `error_code` and `error_message` are set for `error` (the
-    failure that ended the turn) and `budget` (`BUDGET_EXHAUSTED` and what was spent).
+    failure that ended the turn) and `budget` (`BUDGET_EXHAUSTED` and what was spent);
+    `retryable` (added later, absent from older logs) says whether an `error` is transient.
     """
 
     turn: int
@@ -112,6 +113,9 @@ class TurnEnd(_Event, frozen=True, tag="turn/end"):
     """For `aborted`: who cancelled (`user`, `parent`, `disposed`, ...)."""
     error_code: str | None = None
     error_message: str | None = None
+    retryable: bool | None = None
+    """For `error`: whether trying again may succeed (a transient failure), as the error
+    that ended the turn said; None when it did not say."""
 
 
 class StepStart(_Event, frozen=True, tag="step/start"):
@@ -171,6 +175,8 @@ class ModelErrorEvent(_Event, frozen=True, tag="model/error"):
     step: int
     code: str
     message: str
+    retryable: bool | None = None
+    """Whether the adapter judged the failure transient (None: it did not say)."""
 
 
 class ToolCallEvent(_Event, frozen=True, tag="tool/call"):

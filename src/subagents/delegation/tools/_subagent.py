@@ -27,6 +27,7 @@ from .._wording import (
     agent_parameter_description,
     continuable_started_text,
     definitions_description,
+    diagnostic_line,
     failure_text,
     prompt_description,
     render_result,
@@ -276,7 +277,7 @@ def foreground_outcome(result: SubagentResult) -> KnownOutcome:
 
 
 def _failure(result: SubagentResult) -> tuple[str, ErrorCode]:
-    text = failure_text(result.stop_reason, result.diagnostic, result.output)
+    text = failure_text(result.stop_reason, result.diagnostic, result.output, result.retryable)
     code = ErrorCode.BUDGET_EXHAUSTED if result.stop_reason == "budget" else ErrorCode.TOOL_FAILED
     return text, code
 
@@ -295,7 +296,10 @@ def _start_background(service: SubagentService, tasks: TaskRegistry, admission: 
             return TaskOutcome(status="completed", output=render_result(result))
         if result.stop_reason == "aborted":
             return TaskOutcome(status="killed", detail="aborted")
-        return TaskOutcome(status="failed", detail=result.stop_reason, output=result.output)
+        detail = result.stop_reason
+        if result.diagnostic:  # why, in one line, so task_output and the notice say it
+            detail += f"; {diagnostic_line(result.diagnostic, result.retryable)}"
+        return TaskOutcome(status="failed", detail=detail, output=result.output)
 
     try:
         task_id = tasks.start(
