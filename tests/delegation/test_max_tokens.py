@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from subagents.definitions import AgentDefinition, parse_definition
 from subagents.delegation import DelegationRuntime
 from subagents.errors import ErrorCode, UsageError
 from subagents.models import OpenAICompatModel
+from subagents.sessions import SqliteEventStore
 from subagents.testing import InMemoryEventStore
 
 TREE = """
@@ -129,3 +131,23 @@ async def test_every_call_sends_the_cap_to_the_server(chat_server: ChatServer) -
         result = await runtime.run("go")
     assert result.output == "done"
     assert [body["max_tokens"] for body in chat_server.bodies] == [77, 77, 77]
+
+
+async def test_a_resumed_agent_keeps_its_cap_around_a_capped_run(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    script = "lead:\n  - text: one\n  - text: two\n  - text: three\n"
+    options = DelegationOptions(max_tokens=300, definitions={"terse": TERSE})
+    rt, _ = make_runtime(script, store=SqliteEventStore(path), delegation=options)
+    async with rt:
+        lead = await rt.create_agent_from("terse")
+        await rt.run("first", agent=lead)
+    # A new process: the definition is not even loaded; the cap it started with is recorded.
+    rt2, model = make_runtime(
+        script, store=SqliteEventStore(path), delegation=DelegationOptions(max_tokens=300)
+    )
+    async with rt2:
+        resumed = await rt2.resume_agent(lead.id)
+        await rt2.run("second", agent=resumed, max_tokens=40)
+        await rt2.run("third", agent=resumed)
+    assert caps(model, "lead") == [40, 50]
+    assert "at most 50 tokens" in context_of(model.requests_of("lead")[-1])

@@ -155,6 +155,8 @@ def test_a_new_process_rebuilds_the_names_and_structure_from_the_log(stored: Sto
         "mode": "one-shot",
         "provider": "spawn",
         "label": "Check style",
+        # What it started with, inherited from its parent: a resume needs neither.
+        "instructions": "You are a helpful agent. Use the tools you have when they help.",
     }
     assert [e["kind"] for e in checker].count("subagent/descriptor") == 1
     answers = [

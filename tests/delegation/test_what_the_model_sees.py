@@ -24,6 +24,7 @@ from delegation_support import (
 from hypothesis import given, strategies as st
 
 from subagents import DelegationOptions, Runtime
+from subagents.core import AgentConfig
 from subagents.definitions import AgentDefinition
 from subagents.delegation import DELEGATION_TAG
 from subagents.messages import UserMessage
@@ -209,3 +210,35 @@ def test_a_default_leads_tools_fit_the_token_budget() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     last = done.stdout.splitlines()[-1]
     assert re.fullmatch(r"\d+ tools, \d+ tokens: within the budget of 2500", last), last
+
+
+async def test_background_children_share_a_custom_leads_system_prompt(tmp_path: Path) -> None:
+    script = """
+lead:
+  - calls:
+      - {tool: subagent, args: {name: bg, description: Bg, prompt: Work, run_in_background: true}}
+      - {tool: subagent, args: {name: fg, description: Fg, prompt: Work}}
+  - text: started
+  - text: heard back
+  - text: heard again
+bg:
+  - text: bg done
+  - text: bg again
+fg:
+  - text: fg done
+"""
+    path = tmp_path / "state.db"
+    rt, model = make_runtime(script, store=SqliteEventStore(path))
+    async with rt:
+        lead = await rt.create_agent(config=AgentConfig(instructions="Custom lead rules."))
+        await rt.run("go", agent=lead)
+        await rt.wait_quiescent()
+    systems = {r.agent_name: r.system for r in model.requests}
+    assert systems["bg"] == systems["fg"] == systems["lead"] == system_with("Custom lead rules.")
+    # A new process cold-resumes the background child with the instructions it recorded.
+    rt2, second = make_runtime(script, store=SqliteEventStore(path))
+    async with rt2:
+        answer = await rt2.send(lead.id, "bg", "Once more")
+    assert answer.output == "bg again"
+    (again,) = second.requests_of("bg")
+    assert again.system == system_with("Custom lead rules.")

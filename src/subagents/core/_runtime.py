@@ -545,6 +545,7 @@ class AgentRuntime(AsyncResource):
             )
         cap = check_max_tokens(max_tokens, "max_tokens")
         agent = agent or await self.create_agent()
+        agent.prepared()  # what it is told and offered is settled before the run changes it
         before = agent.config.max_tokens
         if cap is not None:
             self.set_max_tokens(agent, cap)

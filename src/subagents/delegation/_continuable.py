@@ -185,6 +185,7 @@ class ContinuableManager:
         parent = admission.parent.config
         return dataclasses.replace(
             self._config_for(admission.full_name, admission.depth),
+            instructions=parent.instructions,
             max_parallel_tools=parent.max_parallel_tools,
             max_tokens=parent.max_tokens,
         )

@@ -30,6 +30,7 @@ def restored_profile(descriptor: SubagentDescriptor) -> AgentProfile | None:
         and not descriptor.tools_deny
         and descriptor.depth_cap is None
         and descriptor.instructions is None
+        and descriptor.max_tokens is None
     ):
         return None
     allow = frozenset(descriptor.tools_allow) if descriptor.tools_allow is not None else None
@@ -37,6 +38,7 @@ def restored_profile(descriptor: SubagentDescriptor) -> AgentProfile | None:
         tool_filter=ToolFilter(allow=allow, deny=frozenset(descriptor.tools_deny)),
         depth_cap=descriptor.depth_cap,
         instructions=descriptor.instructions,
+        max_tokens=descriptor.max_tokens,
     )
 
 

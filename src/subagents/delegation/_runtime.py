@@ -341,6 +341,7 @@ class DelegationRuntime(AgentRuntime):
             agent_model=own_model,
             definition=definition.name,
             instructions=definition.body,
+            max_tokens=definition.max_tokens,
             tools_allow=(
                 tuple(sorted(tool_filter.allow))
                 if tool_filter is not None and tool_filter.allow is not None
@@ -539,6 +540,7 @@ class DelegationRuntime(AgentRuntime):
             tool_filter=ToolFilter(allow=allow, deny=frozenset(descriptor.tools_deny)),
             depth_cap=descriptor.depth_cap,
             instructions=descriptor.instructions,
+            max_tokens=descriptor.max_tokens,
         )
         self.subagents.profiles[agent.id] = profile
         if descriptor.instructions is not None:
@@ -657,7 +659,7 @@ class DelegationRuntime(AgentRuntime):
             # Before the child's first request: its instructions and scope come from its
             # profile (definition, inherited scope, depth cap), at start and on a resume.
             agent.config = self._compose(
-                agent.config, base=AgentConfig().instructions, profile=profile
+                agent.config, base=agent.config.instructions, profile=profile
             )
             self._tell_file_policy(agent)
             _apply(agent, profile.tool_filter)
@@ -739,9 +741,8 @@ class DelegationRuntime(AgentRuntime):
             cwd=header.cwd,
         )
         config = told(agent.config, DELEGATION, statement)
-        if config.max_tokens is None:  # a resumed agent: its definition's cap, else ours
-            definition = profile.definition if profile is not None else None
-            own = definition.max_tokens if definition is not None else None
+        if config.max_tokens is None:  # a resumed agent: the cap it recorded, else ours
+            own = _recorded_cap(profile)
             config = dataclasses.replace(config, max_tokens=own or self.delegation.max_tokens)
         agent.config = dataclasses.replace(config, preamble=RUNTIME_GUIDANCE)
         self._tell_limits(agent)
@@ -755,6 +756,15 @@ def _store_files(store: EventStore) -> tuple[str, ...]:
     if not isinstance(path, Path):
         return ()
     return store_paths(str(path))
+
+
+def _recorded_cap(profile: AgentProfile | None) -> int | None:
+    """The response cap a profile carries: restored from a log, else its definition's."""
+    if profile is None:
+        return None
+    if profile.max_tokens is not None:
+        return profile.max_tokens
+    return profile.definition.max_tokens if profile.definition is not None else None
 
 
 def _apply(agent: Agent, tool_filter: ToolFilter | None) -> None:

@@ -67,6 +67,8 @@ class AgentProfile:
     instructions: str | None = None
     """Instructions restored from the child's log (a resumed child whose definition is not
     loaded, or has changed since it started)."""
+    max_tokens: int | None = None
+    """A response cap restored from the child's log."""
 
 
 def child_profile(

@@ -116,7 +116,14 @@ def descriptor_for(
         provider=admission.provider.name,
         label=admission.label,
         definition=definition.name if definition is not None else None,
-        instructions=definition.body if definition is not None else None,
+        # What it starts with, so a resume needs neither the definition nor the parent.
+        instructions=(
+            definition.body if definition is not None else admission.parent.config.instructions
+        ),
+        max_tokens=(
+            definition.max_tokens if definition is not None and definition.max_tokens else None
+        )
+        or admission.parent.config.max_tokens,
         tools_allow=(
             tuple(sorted(tool_filter.allow))
             if tool_filter is not None and tool_filter.allow is not None

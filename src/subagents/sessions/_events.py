@@ -278,13 +278,17 @@ class SubagentDescriptor(_Event, frozen=True, kw_only=True, tag="subagent/descri
     definition: str | None = None
     """The agent definition it runs, by name (for display; the fields below are what count)."""
     instructions: str | None = None
-    """The definition's body, as it was when the child started."""
+    """Its own instructions as they were when it started: the definition's body, else what
+    it inherited from the agent that started it."""
     tools_allow: tuple[str, ...] | None = None
     tools_deny: tuple[str, ...] = ()
     depth_cap: int | None = None
     """Its resolved scope: a resume applies exactly this, never re-reading definitions."""
     output_schema: JsonObject | None = None
     """The schema its answers must match (through `structured_output`), if any."""
+    max_tokens: int | None = None
+    """Its cap on each model response as resolved at start (its definition's, else the one
+    it inherited), so a resume sends the same."""
     budget_tokens: int | None = None
     budget_model_calls: int | None = None
     budget_children: int | None = None
