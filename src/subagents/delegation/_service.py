@@ -120,9 +120,7 @@ def descriptor_for(
         instructions=(
             definition.body if definition is not None else admission.parent.config.instructions
         ),
-        max_tokens=(
-            definition.max_tokens if definition is not None and definition.max_tokens else None
-        )
+        max_tokens=(definition.max_tokens if definition is not None else None)
         or admission.parent.config.max_tokens,
         tools_allow=(
             tuple(sorted(tool_filter.allow))

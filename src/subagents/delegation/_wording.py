@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._results import SubagentResult
 
 __all__ = [
+    "AGENT_PARAMETER_TEXT",
     "CANCELLED_TEXT",
     "CONTEXT_ORDER",
     "DELEGATION",
@@ -50,13 +51,12 @@ __all__ = [
     "STRUCTURED_TOOL",
     "UNAVAILABLE_TEXT",
     "WAIT_TEXT",
-    "agent_parameter_description",
     "agent_row_text",
     "agents_left_text",
     "continuable_started_text",
     "definitions_description",
-    "diagnostic_line",
     "delegation_statement",
+    "diagnostic_line",
     "exhausted_guard_text",
     "failure_headline",
     "failure_text",
@@ -159,10 +159,8 @@ def definitions_description(definitions: Sequence[AgentDefinition], *, inherits:
     return "\n".join(lines)
 
 
-def agent_parameter_description(names: Sequence[str]) -> str:
-    """The description of the `agent` parameter (its `enum` names the definitions)."""
-    del names  # the schema's `enum` lists them
-    return "Start the child from this definition (default: a general-purpose child)."
+AGENT_PARAMETER_TEXT = "Start the child from this definition (default: a general-purpose child)."
+"""The description of the `agent` parameter (its `enum` names the definitions)."""
 
 
 def prompt_description(*, inherits: bool) -> str:

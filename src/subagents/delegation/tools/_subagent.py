@@ -22,9 +22,9 @@ from .._results import SubagentResult
 from .._scope import DELEGATION_TAG, pick_definition
 from .._service import Admission, SubagentService
 from .._wording import (
+    AGENT_PARAMETER_TEXT,
     CANCELLED_TEXT,
     NO_OUTPUT_TEXT,
-    agent_parameter_description,
     continuable_started_text,
     definitions_description,
     diagnostic_line,
@@ -95,7 +95,7 @@ def _parameters(*, inherits: bool, background: bool, agents: Sequence[str] = ())
         properties["agent"] = {
             "type": "string",
             "enum": list(agents),
-            "description": agent_parameter_description(agents),
+            "description": AGENT_PARAMETER_TEXT,
         }
     if background:
         properties["run_in_background"] = {
