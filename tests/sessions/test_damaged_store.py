@@ -74,7 +74,7 @@ Damage = Callable[[Path], None]
     ("damage", "needle"),
     [
         pytest.param(
-            _drop_events, "schema version 2 is recorded but the table events", id="events"
+            _drop_events, "schema version 3 is recorded but the table events", id="events"
         ),
         pytest.param(_drop_leases, "the table leases is missing", id="leases"),
         pytest.param(_drop_a_column, "the table leases lacks the column pid", id="column"),
@@ -132,7 +132,11 @@ async def test_an_older_store_without_its_newer_table_is_migrated(tmp_path: Path
     path = tmp_path / "state.db"
     await _good_store(path)
     await asyncio.to_thread(
-        _alter, path, "DROP TABLE leases", "DELETE FROM schema_migrations WHERE version = 2"
+        _alter,
+        path,
+        "DROP TABLE leases",
+        "DROP TABLE commands",
+        "DELETE FROM schema_migrations WHERE version >= 2",
     )
     async with SqliteEventStore(path) as store:
         assert await store.list_headers(tenant="default") != []

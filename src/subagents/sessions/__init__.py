@@ -1,5 +1,17 @@
 """Sessions: durable event kinds, the store protocol and its backends, projections."""
 
+from ._commands import (
+    COMMAND_KINDS as COMMAND_KINDS,
+    MAX_COMMAND_TEXT as MAX_COMMAND_TEXT,
+    Command as Command,
+    CommandKind as CommandKind,
+    CommandRow as CommandRow,
+    CommandState as CommandState,
+    decode_outcome as decode_outcome,
+    encode_body as encode_body,
+    encode_outcome as encode_outcome,
+    parse_command as parse_command,
+)
 from ._events import (
     AssistantMessageEvent as AssistantMessageEvent,
     EventRecord as EventRecord,
@@ -30,6 +42,7 @@ from ._events import (
     TurnStart as TurnStart,
     UserMessageEvent as UserMessageEvent,
 )
+from ._follow import TreeFollower as TreeFollower
 from ._memory import InMemoryEventStore as InMemoryEventStore
 from ._projections import (
     StatusProjection as StatusProjection,
@@ -52,6 +65,11 @@ from ._store import EventStore as EventStore, Lease as Lease
 
 __all__ = [
     "AssistantMessageEvent",
+    "COMMAND_KINDS",
+    "Command",
+    "CommandKind",
+    "CommandRow",
+    "CommandState",
     "DEFAULT_CRASH_RETRIES",
     "EventRecord",
     "EventStore",
@@ -60,6 +78,7 @@ __all__ = [
     "InboxTarget",
     "KnownOutcome",
     "Lease",
+    "MAX_COMMAND_TEXT",
     "ModelErrorEvent",
     "RequestHeader",
     "SandboxModeSet",
@@ -86,14 +105,19 @@ __all__ = [
     "ToolWorkflowRunEnd",
     "ToolWorkflowRunStart",
     "TranscriptProjection",
+    "TreeFollower",
     "TurnEnd",
     "TurnStart",
     "UsageProjection",
     "UsageView",
     "UserMessageEvent",
     "crash_recovery",
+    "decode_outcome",
+    "encode_body",
+    "encode_outcome",
     "fold",
     "has_open_turn",
     "interrupted_turn_closers",
+    "parse_command",
     "parse_store_url",
 ]

@@ -116,6 +116,9 @@ class TurnEnd(_Event, frozen=True, tag="turn/end"):
     retryable: bool | None = None
     """For `error`: whether trying again may succeed (a transient failure), as the error
     that ended the turn said; None when it did not say."""
+    command: int | None = None
+    """For `aborted`: the control command (another process's `interrupt`) that stopped it,
+    so a holder that dies before marking the command done does not run it again."""
 
 
 class StepStart(_Event, frozen=True, tag="step/start"):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 
 from .._resource import AsyncResource
 from ..errors import ConcurrencyConflict, DuplicateError, ErrorCode, NotFoundError
 from ..ids import SessionId
+from ._commands import CommandRow, CommandState
 from ._events import EventRecord, SessionHeader, decode_event, encode_event
 from ._store import Lease
 
@@ -25,6 +27,8 @@ class InMemoryEventStore(AsyncResource):
         self._headers: dict[SessionId, SessionHeader] = {}
         self._logs: dict[SessionId, list[EventRecord]] = {}
         self._leases: dict[SessionId, Lease] = {}
+        self._changes = 0
+        self._commands: dict[int, CommandRow] = {}
 
     noun = "event store"
     reentrant = True
@@ -37,6 +41,7 @@ class InMemoryEventStore(AsyncResource):
             )
         self._headers[header.id] = header
         self._logs[header.id] = []
+        self._changes += 1
         return _done()
 
     def flush(self) -> asyncio.Future[None]:
@@ -63,6 +68,7 @@ class InMemoryEventStore(AsyncResource):
             for r in records
         ]
         log.extend(checked)
+        self._changes += 1
         return _done()
 
     async def read(
@@ -79,13 +85,20 @@ class InMemoryEventStore(AsyncResource):
         return header
 
     async def acquire_lease(
-        self, root: SessionId, *, holder: str, pid: int, now: float, ttl: float
+        self,
+        root: SessionId,
+        *,
+        holder: str,
+        pid: int,
+        now: float,
+        ttl: float,
+        address: str | None = None,
     ) -> Lease:
         self._check_open()
         current = self._leases.get(root)
         if current is not None and current.holder != holder and current.expires > now:
             return current
-        lease = self._leases[root] = Lease(root, holder, pid, now, now + ttl)
+        lease = self._leases[root] = Lease(root, holder, pid, now, now + ttl, address)
         return lease
 
     async def release_lease(self, root: SessionId, *, holder: str) -> None:
@@ -111,6 +124,42 @@ class InMemoryEventStore(AsyncResource):
         ]
         rows.sort(key=lambda h: h.created_at, reverse=True)  # stable: newest insert first on ties
         return rows
+
+    async def change_count(self) -> int:
+        self._check_open()
+        return self._changes
+
+    async def submit_command(
+        self, *, root: SessionId, tenant: str, target: SessionId, kind: str, body: bytes, now: float
+    ) -> int:
+        self._check_open()
+        command_id = len(self._commands) + 1
+        self._commands[command_id] = CommandRow(
+            command_id, root, tenant, target, kind, body, now, "pending", None
+        )
+        self._changes += 1
+        return command_id
+
+    async def pending_commands(self, root: SessionId) -> list[CommandRow]:
+        self._check_open()
+        return [c for c in self._commands.values() if c.root == root and c.state == "pending"]
+
+    async def get_command(self, command_id: int) -> CommandRow | None:
+        self._check_open()
+        return self._commands.get(command_id)
+
+    async def finish_command(
+        self, command_id: int, *, state: CommandState, outcome: bytes, now: float
+    ) -> bool:
+        self._check_open()
+        row = self._commands.get(command_id)
+        if row is None or row.state != "pending":
+            return False
+        self._commands[command_id] = dataclasses.replace(
+            row, state=state, outcome=outcome, handled_at=now
+        )
+        self._changes += 1
+        return True
 
 
 def _done() -> asyncio.Future[None]:

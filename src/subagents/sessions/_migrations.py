@@ -30,11 +30,12 @@ __all__ = [
     "stored_schema_version",
 ]
 
-CURRENT_SCHEMA_VERSION: Final = 2
+CURRENT_SCHEMA_VERSION: Final = 3
 SCHEMA_VERSION_SUMMARIES: Final[dict[int, str]] = {
     1: "sessions (header beside tenant, parent, root, created_at) and events keyed by "
     "(session_id, seq), without rowid",
     2: "leases: which process holds a tree (holder, pid, heartbeat, expiry)",
+    3: "commands to a held tree (send, steer, interrupt) and the holder's control address",
 }
 """One line per schema version: what that version added."""
 
@@ -84,6 +85,26 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             heartbeat REAL NOT NULL,
             expires REAL NOT NULL
         );
+        """,
+    ),
+    Migration(
+        3,
+        "create commands; leases get a control address",
+        """
+        ALTER TABLE leases ADD COLUMN address TEXT;
+        CREATE TABLE commands (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            root TEXT NOT NULL,
+            tenant TEXT NOT NULL,
+            target TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            body BLOB NOT NULL,
+            created_at REAL NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending',
+            outcome BLOB,
+            handled_at REAL
+        );
+        CREATE INDEX commands_by_root ON commands (root, state, id);
         """,
     ),
 )

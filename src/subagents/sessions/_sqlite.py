@@ -31,6 +31,7 @@ from ..errors import (
     StoreError,
 )
 from ..ids import SessionId
+from ._commands import CommandRow, CommandState
 from ._events import (
     EventRecord,
     SessionHeader,
@@ -152,7 +153,7 @@ class SqliteEventStore(AsyncResource):
         self._rconn: sqlite3.Connection | None = None
         self._rlock = threading.Lock()
         self._writer: threading.Thread | None = None
-        self._kept: dict[SessionId, tuple[str, int, float]] = {}  # leases to renew
+        self._kept: dict[SessionId, tuple[str, int, float, str | None]] = {}  # leases to renew
         self._renewed = time.time()
 
     # lifecycle
@@ -365,28 +366,38 @@ class SqliteEventStore(AsyncResource):
         await future
 
     async def acquire_lease(
-        self, root: SessionId, *, holder: str, pid: int, now: float, ttl: float
+        self,
+        root: SessionId,
+        *,
+        holder: str,
+        pid: int,
+        now: float,
+        ttl: float,
+        address: str | None = None,
     ) -> Lease:
         held: list[Lease] = []
 
         def acquire(conn: sqlite3.Connection) -> None:
             row = conn.execute(
-                "SELECT holder, pid, heartbeat, expires FROM leases WHERE root = ?", (root,)
+                "SELECT holder, pid, heartbeat, expires, address FROM leases WHERE root = ?",
+                (root,),
             ).fetchone()
             if row is not None and row[0] != holder and float(row[3]) > now:
-                held.append(Lease(root, str(row[0]), int(row[1]), float(row[2]), float(row[3])))
+                held.append(_lease(root, row))
                 return
             conn.execute(
-                "INSERT INTO leases (root, holder, pid, heartbeat, expires) VALUES (?, ?, ?, ?, ?) "
+                "INSERT INTO leases (root, holder, pid, heartbeat, expires, address) "
+                "VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(root) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, "
-                "heartbeat = excluded.heartbeat, expires = excluded.expires",
-                (root, holder, pid, now, now + ttl),
+                "heartbeat = excluded.heartbeat, expires = excluded.expires, "
+                "address = excluded.address",
+                (root, holder, pid, now, now + ttl, address),
             )
-            held.append(Lease(root, holder, pid, now, now + ttl))
+            held.append(Lease(root, holder, pid, now, now + ttl, address))
 
         await self._call(acquire)
         if held[0].holder == holder:
-            self._kept[root] = (holder, pid, ttl)
+            self._kept[root] = (holder, pid, ttl, address)
         return held[0]
 
     async def release_lease(self, root: SessionId, *, holder: str) -> None:
@@ -406,7 +417,7 @@ class SqliteEventStore(AsyncResource):
             return
         with contextlib.suppress(sqlite3.Error):
             conn.execute("BEGIN IMMEDIATE")
-            for root, (holder, pid, ttl) in list(self._kept.items()):
+            for root, (holder, pid, ttl, _) in list(self._kept.items()):
                 conn.execute(
                     "UPDATE leases SET heartbeat = ?, expires = ?, pid = ? "
                     "WHERE root = ? AND holder = ?",
@@ -418,13 +429,71 @@ class SqliteEventStore(AsyncResource):
         self._check_open()
         rows = await asyncio.to_thread(
             self._query_rows,
-            "SELECT holder, pid, heartbeat, expires FROM leases WHERE root = ?",
+            "SELECT holder, pid, heartbeat, expires, address FROM leases WHERE root = ?",
             (root,),
         )
-        if not rows:
-            return None
-        holder, pid, heartbeat, expires = rows[0]
-        return Lease(root, str(holder), int(pid), float(heartbeat), float(expires))
+        return _lease(root, rows[0]) if rows else None
+
+    # commands (written through the writer, each in its batch's transaction)
+
+    async def submit_command(
+        self, *, root: SessionId, tenant: str, target: SessionId, kind: str, body: bytes, now: float
+    ) -> int:
+        ids: list[int] = []
+
+        def insert(conn: sqlite3.Connection) -> None:
+            cursor = conn.execute(
+                "INSERT INTO commands (root, tenant, target, kind, body, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (root, tenant, target, kind, body, now),
+            )
+            ids.append(int(cursor.lastrowid or 0))
+
+        await self._call(insert)
+        return ids[0]
+
+    async def pending_commands(self, root: SessionId) -> list[CommandRow]:
+        self._check_open()
+        rows = await asyncio.to_thread(
+            self._query_rows,
+            f"SELECT {_COMMAND_COLUMNS} FROM commands WHERE root = ? AND state = 'pending' "
+            "ORDER BY id",
+            (root,),
+        )
+        return [_command(row) for row in rows]
+
+    async def get_command(self, command_id: int) -> CommandRow | None:
+        self._check_open()
+        rows = await asyncio.to_thread(
+            self._query_rows, f"SELECT {_COMMAND_COLUMNS} FROM commands WHERE id = ?", (command_id,)
+        )
+        return _command(rows[0]) if rows else None
+
+    async def finish_command(
+        self, command_id: int, *, state: CommandState, outcome: bytes, now: float
+    ) -> bool:
+        changed: list[bool] = []
+
+        def finish(conn: sqlite3.Connection) -> None:
+            cursor = conn.execute(
+                "UPDATE commands SET state = ?, outcome = ?, handled_at = ? "
+                "WHERE id = ? AND state = 'pending'",
+                (state, outcome, now, command_id),
+            )
+            changed.append(cursor.rowcount == 1)
+
+        await self._call(finish)
+        return changed[0]
+
+    async def change_count(self) -> int:
+        """SQLite's `data_version` on the reader connection.
+
+        It moves with every commit made through another connection (this store's writer
+        included), and costs no disk read.
+        """
+        self._check_open()
+        row = await asyncio.to_thread(self._query, "PRAGMA data_version", (), one=True)
+        return int(row[0])
 
     def _query_rows(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
         with self._rlock:
@@ -506,6 +575,41 @@ class SqliteEventStore(AsyncResource):
                 )
             records.append(EventRecord(seq, stamp, decode_event(kind, v, payload)))
         return records
+
+
+_COMMAND_COLUMNS = "id, root, tenant, target, kind, body, created_at, state, outcome, handled_at"
+
+
+def _lease(root: SessionId, row: Sequence[Any]) -> Lease:
+    holder, pid, heartbeat, expires, address = row
+    return Lease(
+        root, str(holder), int(pid), float(heartbeat), float(expires), _text_or_none(address)
+    )
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _command(row: Sequence[Any]) -> CommandRow:
+    """A stored row as it is.
+
+    Odd column types (a hand-edited row) become values that `parse_command` refuses, never an
+    exception here.
+    """
+    id_, root, tenant, target, kind, body, created_at, state, outcome, handled_at = row
+    return CommandRow(
+        id=int(id_),
+        root=str(root),
+        tenant=str(tenant),
+        target=str(target),
+        kind=str(kind),
+        body=body if isinstance(body, bytes) else str(body).encode(),
+        created_at=float(created_at) if isinstance(created_at, int | float) else 0.0,
+        state=str(state),
+        outcome=outcome if isinstance(outcome, bytes) else None,
+        handled_at=float(handled_at) if isinstance(handled_at, int | float) else None,
+    )
 
 
 def _session_of(item: _Append | _Create | _Call) -> SessionId:

@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from ..ids import SessionId
+from ._commands import CommandRow, CommandState
 from ._events import EventRecord, SessionHeader
 
 __all__ = ["EventStore", "Lease"]
@@ -23,6 +24,8 @@ class Lease:
     pid: int
     heartbeat: float
     expires: float
+    address: str | None = None
+    """Where the holder listens for wake-ups (a local socket path); None: it does not."""
 
 
 class EventStore(Protocol):
@@ -73,7 +76,14 @@ class EventStore(Protocol):
     async def get_header(self, session_id: SessionId, *, tenant: str) -> SessionHeader: ...
 
     async def acquire_lease(
-        self, root: SessionId, *, holder: str, pid: int, now: float, ttl: float
+        self,
+        root: SessionId,
+        *,
+        holder: str,
+        pid: int,
+        now: float,
+        ttl: float,
+        address: str | None = None,
     ) -> Lease:
         """Take or renew the lease of `root`'s tree unless another holder's lease is current.
 
@@ -89,3 +99,31 @@ class EventStore(Protocol):
     async def list_headers(
         self, *, tenant: str, roots_only: bool = True, root: SessionId | None = None
     ) -> list[SessionHeader]: ...
+
+    async def change_count(self) -> int:
+        """A number that changes whenever anything is committed to the store, by any process.
+
+        Readers that follow a tree from outside (`watch`, a remote `send` waiting for its
+        answer) compare it between reads, so an idle store costs them one cheap check.
+        """
+        ...
+
+    # commands to a held tree (see `_commands.py`)
+
+    async def submit_command(
+        self, *, root: SessionId, tenant: str, target: SessionId, kind: str, body: bytes, now: float
+    ) -> int:
+        """Store a pending command durably (its own transaction); returns its id."""
+        ...
+
+    async def pending_commands(self, root: SessionId) -> list[CommandRow]:
+        """The pending commands of `root`'s tree, oldest first."""
+        ...
+
+    async def get_command(self, command_id: int) -> CommandRow | None: ...
+
+    async def finish_command(
+        self, command_id: int, *, state: CommandState, outcome: bytes, now: float
+    ) -> bool:
+        """Mark a pending command `done` or `failed`; False when it was not pending."""
+        ...
