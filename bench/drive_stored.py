@@ -339,7 +339,7 @@ async def _send_leaf(built: BuiltTree, db: Path, profiler: cProfile.Profile | No
             header = await rt.store.get_header(SessionId(built.root), tenant=TENANT)
             await rt.hold(header.id)
             target = await find_member(rt.store, header, built.leaf)
-            act, accepted = await rt.continuable.deliver_as_user(target.id, text)
+            act, accepted, _ = await rt.continuable.deliver_as_user(target.id, text)
         await rt.wait_quiescent()
         await rt.store.flush()
     outcome = Outcome(watch)

@@ -4,16 +4,33 @@ Run as `python -m bench.drive_subagents --scenario S1 --size 200 --warm-size 5` 
 does this in a fresh process for every measured run). The lead delegates through the
 `subagent` tool in the foreground; children get the default names agent-1, agent-2... and
 the script's `"*"` entry answers each of them with `child-answer`.
+
+With `--stream` the lead run is consumed as `runtime.stream(...)` instead of `runtime.run(...)`,
+and every event is serialized as a `--stream` line (`subagents.cli._stream`) and written, one
+flushed write a line, to /dev/null, as the command line writes them to its stdout
+(`python -m bench.stream_overhead` compares the two).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import tempfile
 from collections import Counter
 from importlib.metadata import version
 from pathlib import Path
+from typing import TextIO
 
-from subagents import DelegationOptions, Runtime
+from subagents import (
+    AgentReasoningDelta,
+    AgentTextDelta,
+    DelegationOptions,
+    RunFinished,
+    RunResult,
+    Runtime,
+    SessionEventPosted,
+)
+from subagents.cli._stream import delta_line, event_line, line_text, result_line
 from subagents.models import ScriptedCall, ScriptedModel, ScriptedResponse
 from subagents.sessions import (
     AssistantMessageEvent,
@@ -61,18 +78,73 @@ def model_for(spec: RunSpec) -> ScriptedModel:
     return ScriptedModel({"lead": lead_script(spec), "*": [child]})
 
 
-async def run(spec: RunSpec) -> Observed:
+class LineSink:
+    """Where a streamed run's lines go: /dev/null, one flushed write per line, counted."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.events = 0
+        self.deltas = 0
+        self.kinds: Counter[str] = Counter()
+
+    def write(self, line: dict[str, object]) -> None:
+        self.out.write(line_text(line) + "\n")
+        self.out.flush()
+
+
+async def streamed_run(rt: Runtime, sink: LineSink) -> RunResult:
+    """`rt.run(LEAD_PROMPT)` consumed as a stream, each event written as a `--stream` line."""
+    finished: RunResult | None = None
+    async for event in rt.stream(LEAD_PROMPT):
+        match event:
+            case SessionEventPosted(agent_id=session_id, name=name, record=record):
+                sink.events += 1
+                sink.kinds[record.kind] += 1
+                sink.write(event_line(name, session_id, record))
+            case AgentTextDelta() | AgentReasoningDelta():
+                sink.deltas += 1
+                kind = "text" if isinstance(event, AgentTextDelta) else "reasoning"
+                sink.write(
+                    delta_line(
+                        event.name,
+                        event.agent_id,
+                        turn=event.turn,
+                        step=event.step,
+                        kind=kind,
+                        text=event.text,
+                    )
+                )
+            case RunFinished(result=result):
+                finished = result
+                sink.write(
+                    result_line(
+                        {
+                            "session_id": result.session_id,
+                            "stop_reason": result.stop_reason,
+                            "output": result.output,
+                        }
+                    )
+                )
+    assert finished is not None, "the stream ended without RunFinished"
+    return finished
+
+
+async def run(spec: RunSpec, *, stream: bool = False) -> Observed:
     """One run: a fresh database file, an open runtime, then the timed lead run(s)."""
     model = model_for(spec)
-    with tempfile.TemporaryDirectory(prefix="subagents-bench-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="subagents-bench-") as tmp,
+        open(os.devnull, "w", encoding="utf-8") as devnull,  # noqa: ASYNC230 (as the CLI writes)
+    ):
         db = Path(tmp) / "bench.db"
         outputs: list[str] = []
         problems: list[str] = []
+        sink = LineSink(devnull)
         async with Runtime(model=model, store=db, delegation=DELEGATION) as rt:
             runs = spec.size if spec.shape == "runs" else 1
             with Stopwatch() as watch:
                 for _ in range(runs):
-                    result = await rt.run(LEAD_PROMPT)
+                    result = await (streamed_run(rt, sink) if stream else rt.run(LEAD_PROMPT))
                     outputs.append(result.output)
                     if result.stop_reason != "completed":
                         problems.append(f"a lead run ended {result.stop_reason}")
@@ -80,8 +152,30 @@ async def run(spec: RunSpec) -> Observed:
                 # event durable inside the timed part" true whatever `run` does internally.
                 await rt.store.flush()
         observed = await count_from_store(db, watch, outputs, problems)
+        if stream:
+            await check_streamed(db, sink, observed)
     check_consumption(spec, model, observed)
     return observed
+
+
+async def check_streamed(db: Path, sink: LineSink, observed: Observed) -> None:
+    """A streamed run must have written one line per stored record and one per model answer."""
+    async with SqliteEventStore(db) as store:
+        headers = await store.list_headers(tenant=TENANT, roots_only=False)
+        records = [r for h in headers for r in await store.read(h.id, tenant=TENANT)]
+    if sink.events != len(records):
+        kinds = Counter(r.kind for r in records)
+        kinds.subtract(sink.kinds)
+        unseen = {kind: n for kind, n in kinds.items() if n}
+        observed.problems.append(
+            f"streamed {sink.events} records, the store holds {len(records)} "
+            f"(stored minus streamed, by kind: {unseen})"
+        )
+    answers = sum(
+        isinstance(r.event, AssistantMessageEvent) and bool(r.event.message.text) for r in records
+    )
+    if sink.deltas != answers:  # the scripted model sends each answer's text in one piece
+        observed.problems.append(f"streamed {sink.deltas} deltas for {answers} answers with text")
 
 
 async def count_from_store(
@@ -135,8 +229,18 @@ def check_consumption(spec: RunSpec, model: ScriptedModel, observed: Observed) -
         )
 
 
-def main() -> int:
-    return worker_main("subagents", run, version=version("subagents"))
+async def run_streamed(spec: RunSpec) -> Observed:
+    return await run(spec, stream=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--stream" in args:
+        args.remove("--stream")
+        return worker_main(
+            "subagents --stream", run_streamed, version=version("subagents"), argv=args
+        )
+    return worker_main("subagents", run, version=version("subagents"), argv=args)
 
 
 if __name__ == "__main__":

@@ -406,7 +406,7 @@ async def test_a_message_during_a_settlement_goes_to_the_next_epoch_of_the_whole
     async with rt, asyncio.TaskGroup() as senders:
         lifecycle = Lifecycle(rt)
         registered: list[bool] = []
-        sent: list[asyncio.Task[tuple[object, UserMessage]]] = []
+        sent: list[asyncio.Task[tuple[object, UserMessage, bool]]] = []
 
         def on_posted(event: object) -> None:
             assert isinstance(event, SessionEventPosted)

@@ -214,7 +214,7 @@ async def test_reports_and_notices_to_an_unloaded_parent_wait_in_its_log(tmp_pat
     # A person talks to the stored child while nothing loads the lead.
     rt, model = make_runtime(CHILD_RUN, store=SqliteEventStore(path))
     async with rt:
-        act, _ = await rt.continuable.deliver_as_user(reviewer_id, "Review it again")
+        act, _, _ = await rt.continuable.deliver_as_user(reviewer_id, "Review it again")
         await rt.wait_quiescent()
         assert rt.get_agent(lead_id) is None
         agent = act.child.local_agent

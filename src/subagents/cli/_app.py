@@ -13,7 +13,7 @@ import typer
 
 from ..core import Budget, RunResult, is_held, list_sessions
 from ..definitions import AgentDefinition
-from ..delegation import DelegationOptions, find_member, load_tree, tree_json
+from ..delegation import DelegationOptions, Placement, find_member, load_tree, tree_json
 from ..ids import SessionId
 from ..models import Model, ScriptedModel
 from ..policy import SANDBOX_MODES, SandboxMode, parse_mode
@@ -39,11 +39,24 @@ from ._common import (
     resolve_model,
     resolve_root,
     run_async,
-    store_path,
 )
 from ._demo import TOOLS as DEMO_TOOLS, demo_dir
 from ._live import LiveTree
-from ._render import dumps, event_json, render_log, render_sessions, render_tree
+from ._options import (
+    BudgetCallsOpt,
+    BudgetChildrenOpt,
+    BudgetTokensOpt,
+    JsonOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    SandboxOpt,
+    StoreOpt,
+    StreamOpt,
+    TenantOpt,
+)
+from ._render import dumps, event_json, render_log, render_sessions, render_tree, result_json
+from ._stream import StreamPrinter
+from ._watch import watch
 
 __all__ = ["app"]
 
@@ -77,84 +90,6 @@ def _check_arguments(
     check_argv(sys.argv[1:])
 
 
-def _checked_store(store: str | None) -> str | None:
-    """Check the store's path while parsing, before any event loop runs (it stats)."""
-    store_path(store)
-    return store
-
-
-StoreOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        help="Store path or sqlite:/// URL "
-        "(default: $SUBAGENTS_STORE or $SUBAGENTS_HOME/state.db).",
-        callback=_checked_store,
-    ),
-]
-TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant whose sessions to use.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-SandboxOpt = Annotated[
-    str,
-    typer.Option(
-        "--sandbox",
-        help="File policy of the lead and its tree: read-only, workspace-write or "
-        "danger-full-access (kept across resume; children inherit it).",
-    ),
-]
-MaxTokensOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-tokens", min=1, help="Cap each model response at this many tokens (every agent)."
-    ),
-]
-BudgetTokensOpt = Annotated[
-    int | None,
-    typer.Option("--budget-tokens", min=0, help="Tokens (input + output) the whole tree may use."),
-]
-BudgetCallsOpt = Annotated[
-    int | None,
-    typer.Option("--budget-model-calls", min=0, help="Model calls the whole tree may make."),
-]
-BudgetChildrenOpt = Annotated[
-    int | None,
-    typer.Option("--budget-children", min=0, help="Agents that may be started in the tree."),
-]
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        help="scripted:PATH, openai:MODEL, deepseek:MODEL or openai-compatible:MODEL@BASE_URL "
-        "(default: $SUBAGENTS_MODEL).",
-    ),
-]
-
-
-def result_json(result: RunResult, tree: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The JSON of a run's result, the same keys in `run`, `resume`, `send` and `demo`.
-
-    With the tree's rows, `usage` is the agent's own (with its model calls) and `total_usage`
-    the whole tree's, as in `subagents tree --json`.
-    """
-    payload: dict[str, Any] = {
-        "session_id": result.session_id,
-        "stop_reason": result.stop_reason,
-        "output": result.output,
-        "usage": {
-            "input_tokens": result.usage.input_tokens,
-            "output_tokens": result.usage.output_tokens,
-        },
-    }
-    if tree:
-        own = next((r for r in tree if r["session_id"] == result.session_id), None)
-        if own is not None:
-            payload["usage"] = own["usage"]
-        payload["total_usage"] = tree[0]["total_usage"]
-    if result.error_code:
-        payload["error"] = {"code": result.error_code, "message": result.error_message}
-    return payload
-
-
 _STOPPED_BECAUSE = {
     "max-tokens": "the model stopped at its output token limit (max-tokens); the answer is "
     "cut short",
@@ -181,9 +116,15 @@ def reason_line(result: RunResult) -> str | None:
 
 
 def _print_result(
-    result: RunResult, *, as_json: bool, tree: list[dict[str, Any]] | None = None
+    result: RunResult,
+    *,
+    as_json: bool,
+    tree: list[dict[str, Any]] | None = None,
+    streamed: bool = False,
 ) -> None:
-    if as_json:
+    if streamed:
+        pass  # the stream's last line was the result
+    elif as_json:
         typer.echo(dumps(result_json(result, tree)))
     elif result.output:  # a failed turn with no text prints no empty line before its reason
         typer.echo(result.output)
@@ -253,6 +194,7 @@ def run(
     budget_children: BudgetChildrenOpt = None,
     max_tokens: MaxTokensOpt = None,
     as_json: JsonOpt = False,
+    stream: StreamOpt = False,
 ) -> None:
     """Start a new root session, run it until quiescent and print the lead's answer.
 
@@ -260,6 +202,8 @@ def run(
     spends it ends with stop reason `budget` (exit 1).
     """
     check_tenant(tenant)
+    if as_json and stream:
+        fail("give --stream or --json, not both")
     if prompt is not None:
         prompt = read_prompt(prompt)
     if prompt is None or not prompt.strip():
@@ -288,12 +232,15 @@ def run(
             max_tokens=max_tokens,
         ) as runtime:
             lead = None if definition is None else await runtime.create_agent_from(definition)
-            with LiveTree(runtime, enabled=is_terminal()):
+            printer = StreamPrinter(runtime, enabled=stream)
+            with LiveTree(runtime, enabled=is_terminal()), printer:
                 result = await runtime.run(text, agent=lead)
-            return result, await _tree_rows(runtime, result.session_id)
+            rows = await _tree_rows(runtime, result.session_id)
+            await printer.finish(result_json(result, rows))
+            return result, rows
 
     result, rows = run_async(main)
-    _print_result(result, as_json=as_json, tree=rows)
+    _print_result(result, as_json=as_json, tree=rows, streamed=stream)
     _exit_for(result)
 
 
@@ -306,6 +253,7 @@ def resume(
     tenant: TenantOpt = "default",
     max_tokens: MaxTokensOpt = None,
     as_json: JsonOpt = False,
+    stream: StreamOpt = False,
 ) -> None:
     """Continue a stored session after a restart: repair, run pending input and PROMPT."""
     check_tenant(tenant)
@@ -319,6 +267,7 @@ def resume(
         model,
         lambda rt, root: rt.resume(root, prompt),
         as_json=as_json,
+        stream=stream,
         max_tokens=max_tokens,
     )
 
@@ -334,6 +283,7 @@ def send(
     store: StoreOpt = None,
     tenant: TenantOpt = "default",
     as_json: JsonOpt = False,
+    stream: StreamOpt = False,
 ) -> None:
     """Message any agent of a stored tree by name, as the user.
 
@@ -349,6 +299,7 @@ def send(
         model,
         lambda rt, root: rt.send(root, name, message),
         as_json=as_json,
+        stream=stream,
     )
 
 
@@ -360,9 +311,12 @@ def _on_stored_tree(
     verb: Callable[[Runtime, SessionId], Awaitable[RunResult]],
     *,
     as_json: bool,
+    stream: bool = False,
     max_tokens: int | None = None,
 ) -> None:
     """Run `verb` on a stored tree with the model it recorded, then print its result."""
+    if as_json and stream:
+        fail("give --stream or --json, not both")
     require_existing_store(store)
     header = run_async(lambda: _header(store, tenant, session))
     chosen, spec = resolve_model(model, recorded=header.model_spec)
@@ -378,12 +332,15 @@ def _on_stored_tree(
             definitions=definitions,
             max_tokens=max_tokens,
         ) as runtime:
-            with LiveTree(runtime, enabled=is_terminal()):
+            printer = StreamPrinter(runtime, enabled=stream)
+            with LiveTree(runtime, enabled=is_terminal()), printer:
                 result = await verb(runtime, header.id)
-            return result, await _tree_rows(runtime, header.id)
+            rows = await _tree_rows(runtime, header.id)
+            await printer.finish(result_json(result, rows))
+            return result, rows
 
     result, rows = run_async(main)
-    _print_result(result, as_json=as_json, tree=rows)
+    _print_result(result, as_json=as_json, tree=rows, streamed=stream)
     _exit_for(result)
 
 
@@ -414,10 +371,59 @@ def interrupt(
         typer.echo(dumps({"session_id": member, "name": name, "interrupted": closed}))
     elif closed:
         typer.echo(
-            f"interrupted {name}: its cut-off turn is closed; resume the tree to continue it"
+            f"interrupted {name}: its turn is stopped and its queued messages stay; "
+            "send it a message (or resume the tree) to continue"
         )
     else:
         typer.echo(f"{name} was not running; nothing to interrupt")
+
+
+@app.command(cls=SessionCommand)
+def steer(
+    session: Annotated[str, typer.Argument(help=SESSION_HELP)],
+    name: Annotated[
+        str, typer.Argument(help="Full name of the agent (`lead`, `reviewer/checker`).")
+    ],
+    message: Annotated[str, typer.Argument(help="What to tell it now.")],
+    model: ModelOpt = None,
+    store: StoreOpt = None,
+    tenant: TenantOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Tell an agent something in the middle of its turn, as the user.
+
+    The message joins its running turn at the next step (the tree may be running in another
+    process); an agent that is not running starts its next turn with it. Prints which
+    happened. A stored tree nobody runs is resumed and run until it is quiescent.
+    """
+    check_tenant(tenant)
+    if not message.strip():
+        fail("the message must not be empty")
+    require_existing_store(store)
+    header = run_async(lambda: _header(store, tenant, session))
+    chosen, spec = resolve_model(model, recorded=header.model_spec)
+    definitions = definitions_for(header.cwd, tenant)
+
+    async def main() -> tuple[SessionId, Placement]:
+        async with _runtime(
+            store,
+            tenant=tenant,
+            cwd=header.cwd,
+            model=chosen,
+            model_spec=spec,
+            definitions=definitions,
+        ) as runtime:
+            with LiveTree(runtime, enabled=is_terminal()):
+                placement = await runtime.steer(header.id, name, message)
+            return (await find_member(runtime.store, header, name)).id, placement
+
+    member, placement = run_async(main)
+    if as_json:
+        typer.echo(dumps({"session_id": member, "name": name, "placement": placement}))
+    elif placement == "joined":
+        typer.echo(f"steered {name}: the message joined its running turn")
+    else:
+        typer.echo(f"steered {name}: it was not running, so the message began its next turn")
 
 
 async def _header(store: str | None, tenant: str, session: str) -> SessionHeader:
@@ -570,3 +576,6 @@ def log(
         return dumps([event_json(r) for r in records]) if as_json else render_log(records)
 
     typer.echo(run_async(main))
+
+
+app.command(cls=SessionCommand)(watch)

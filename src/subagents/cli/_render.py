@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from ..core import CONTEXT_SOURCE, SessionRow, iso
+from ..core import CONTEXT_SOURCE, RunResult, SessionRow, iso
 from ..messages import AssistantMessage
 from ..sessions import (
     AssistantMessageEvent,
@@ -22,7 +22,7 @@ from ..sessions import (
     UserMessageEvent,
 )
 
-__all__ = ["dumps", "event_json", "render_log", "render_sessions", "render_tree"]
+__all__ = ["dumps", "event_json", "render_log", "render_sessions", "render_tree", "result_json"]
 
 
 def dumps(value: Any) -> str:
@@ -117,3 +117,28 @@ def render_log(records: Sequence[EventRecord]) -> str:
             case _:
                 pass
     return "\n".join(lines)
+
+
+def result_json(result: RunResult, tree: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The JSON of a run's result, the same keys in `run`, `resume`, `send` and `demo`.
+
+    With the tree's rows, `usage` is the agent's own (with its model calls) and `total_usage`
+    the whole tree's, as in `subagents tree --json`.
+    """
+    payload: dict[str, Any] = {
+        "session_id": result.session_id,
+        "stop_reason": result.stop_reason,
+        "output": result.output,
+        "usage": {
+            "input_tokens": result.usage.input_tokens,
+            "output_tokens": result.usage.output_tokens,
+        },
+    }
+    if tree:
+        own = next((r for r in tree if r["session_id"] == result.session_id), None)
+        if own is not None:
+            payload["usage"] = own["usage"]
+        payload["total_usage"] = tree[0]["total_usage"]
+    if result.error_code:
+        payload["error"] = {"code": result.error_code, "message": result.error_message}
+    return payload

@@ -12,10 +12,16 @@ from ._bus import (
     AgentCreated as AgentCreated,
     AgentDisposed as AgentDisposed,
     AgentFailed as AgentFailed,
+    AgentReasoningDelta as AgentReasoningDelta,
     AgentStatusChanged as AgentStatusChanged,
+    AgentTextDelta as AgentTextDelta,
     EventBus as EventBus,
     LiveEvent as LiveEvent,
     SessionEventPosted as SessionEventPosted,
+)
+from ._control import (
+    ControlServer as ControlServer,
+    wake_holder as wake_holder,
 )
 from ._inbox import replay_inbox as replay_inbox
 from ._inspect import (
@@ -23,6 +29,7 @@ from ._inspect import (
     TreeRow as TreeRow,
     is_held as is_held,
     iso as iso,
+    lease_alive as lease_alive,
     list_sessions as list_sessions,
     root_row as root_row,
     total_usage as total_usage,
@@ -36,6 +43,12 @@ from ._runtime import (
     run_result as run_result,
 )
 from ._status import Status as Status, live_status as live_status, stored_status as stored_status
+from ._stream import (
+    PostedRecords as PostedRecords,
+    RunFinished as RunFinished,
+    StreamEvent as StreamEvent,
+    stream_while as stream_while,
+)
 
 __all__ = [
     "Agent",
@@ -43,30 +56,39 @@ __all__ = [
     "AgentCreated",
     "AgentDisposed",
     "AgentFailed",
+    "AgentReasoningDelta",
     "AgentRuntime",
     "AgentStatusChanged",
+    "AgentTextDelta",
     "Budget",
     "CONTEXT_SOURCE",
     "CancelCause",
+    "ControlServer",
     "EventBus",
     "Ledger",
     "LiveEvent",
+    "PostedRecords",
+    "RunFinished",
     "RunResult",
     "SessionEventPosted",
     "SessionRow",
     "Status",
+    "StreamEvent",
     "TreeRow",
     "WorkTracker",
     "check_max_tokens",
     "default_store_path",
     "is_held",
     "iso",
+    "lease_alive",
     "list_sessions",
     "live_status",
     "replay_inbox",
     "root_row",
     "run_result",
     "stored_status",
+    "stream_while",
     "total_usage",
     "usage_json",
+    "wake_holder",
 ]

@@ -146,6 +146,7 @@ class Agent:
         self._driver: asyncio.Task[None] | None = None
         self._turn_task: asyncio.Task[StopReason] | None = None
         self._abort_cause: str | None = None
+        self._abort_command: int | None = None
         self._wake = False
         self._disposed = False
         self._disposers: list[Callable[[], Awaitable[None]]] = []
@@ -295,7 +296,7 @@ class Agent:
                 self.inbox.next_turn or (self._wake and self.inbox.next_step)
             ):
                 self._wake = False
-                self._abort_cause = None
+                self._abort_cause = self._abort_command = None
                 self._turn_task = self._tasks.spawn(run_turn(self), name=f"turn {self.name}")
                 try:
                     reason = await self._turn_task
@@ -304,9 +305,19 @@ class Agent:
                 if reason == "error":
                     break  # queued work waits for the next wake
         finally:
-            self._abort_cause = None
+            self._abort_cause = self._abort_command = None
             self._set_status("idle")
             self._idle.set()
+
+    @property
+    def takes_steering(self) -> bool:
+        """Whether input for the next step joins the turn running now (not the next one)."""
+        return self._status == "running" and self._abort_cause is None and not self._disposed
+
+    @property
+    def abort_command(self) -> int | None:
+        """The control command that asked for the current abort (None: none did)."""
+        return self._abort_command
 
     def take_abort_cause(self) -> str | None:
         """The cause of our own cancellation of the current turn (None: not ours)."""
@@ -314,11 +325,15 @@ class Agent:
 
     # -- cancellation and disposal -------------------------------------------------------------
 
-    async def cancel(self, cause: CancelCause = "user", *, keep_inbox: bool = False) -> None:
+    async def cancel(
+        self, cause: CancelCause = "user", *, keep_inbox: bool = False, command: int | None = None
+    ) -> None:
         """Stop the current turn, recording `cause` (the first cause wins).
 
         Without `keep_inbox` pending input is durably cancelled first; with it, pending
         next-turn work runs once the aborted turn has closed. An idle agent aborts nothing.
+        `command` is the control command asking for it, recorded with the turn's end; with
+        one, this returns once that end is durable.
         """
         if not keep_inbox:
             self._wake = False
@@ -326,7 +341,12 @@ class Agent:
         task = self._turn_task
         if task is not None and not task.done() and self._abort_cause is None:
             self._abort_cause = cause
+            self._abort_command = command
             task.cancel()
+            if command is not None:
+                # Its turn's end names the command: once that is durable, the command is done.
+                await asyncio.wait([task])
+                await self.session.flush()
 
     def add_disposer(self, disposer: Callable[[], Awaitable[None]]) -> None:
         """Run `disposer` when this agent is disposed, after its turn stopped, newest first.

@@ -3,9 +3,10 @@
 Listeners are called synchronously; a failing listener is logged and affects nothing.
 
 A session's records are posted once durable, after the write, while other events (an agent
-going idle, a child's end) are emitted at once. `CausalOrder` holds those back for a listener
-until the records their session had submitted before them are posted, so a listener sees a
-child's last message and `turn/end` before its `idle` and its `SubagentEnded`.
+going idle, a child's end, a piece of model output) are emitted at once. `CausalOrder` holds
+those back for a listener until the records their session had submitted before them are
+posted, so a listener sees a child's last message and `turn/end` before its `idle` and its
+`SubagentEnded`, and a step's `step/start` before the deltas of its response.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ __all__ = [
     "AgentCreated",
     "AgentDisposed",
     "AgentFailed",
+    "AgentReasoningDelta",
     "AgentStatusChanged",
+    "AgentTextDelta",
     "CausalOrder",
     "EventBus",
     "LiveEvent",
@@ -71,8 +74,39 @@ class SessionEventPosted:
     record: EventRecord
 
 
+@dataclass(frozen=True, slots=True)
+class AgentTextDelta:
+    """A piece of a model response's visible text as it streams in (live only, never stored).
+
+    The pieces of one step join into the text of that step's `assistant/message` record.
+    """
+
+    agent_id: str
+    name: str
+    turn: int
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReasoningDelta:
+    """A piece of the model's reasoning as it streams in (live only, never stored)."""
+
+    agent_id: str
+    name: str
+    turn: int
+    step: int
+    text: str
+
+
 LiveEvent: TypeAlias = (
-    AgentCreated | AgentDisposed | AgentStatusChanged | AgentFailed | SessionEventPosted
+    AgentCreated
+    | AgentDisposed
+    | AgentStatusChanged
+    | AgentFailed
+    | SessionEventPosted
+    | AgentTextDelta
+    | AgentReasoningDelta
 )
 Listener: TypeAlias = Callable[[object], None]
 """Listeners receive every live event: the core's `LiveEvent`s and those of higher layers."""
@@ -90,6 +124,10 @@ class EventBus:
 
     def subscribe(self, listener: Listener, *, types: tuple[type, ...] = ()) -> Callable[[], None]:
         """Add a listener (for every event, or only `types`); returns its remover."""
+        if types and isinstance(listener, CausalOrder):
+            # It orders by the agents' lifecycle, whatever its own listener takes.
+            listener.deliver_only(types)
+            types = (*types, *(t for t in _LIFECYCLE if t not in types))
         targets = [self._typed.setdefault(t, []) for t in types] if types else [self._listeners]
         for target in targets:
             target.append(listener)
@@ -116,6 +154,10 @@ class EventBus:
                 listener(event)
             except Exception:
                 log.exception("live event listener failed on %s", type(event).__name__)
+
+
+_LIFECYCLE: tuple[type, ...] = (AgentCreated, AgentDisposed)
+"""What a `CausalOrder` needs to see: an agent's first records, and that its last settled."""
 
 
 def _subject(event: object) -> str | None:
@@ -147,6 +189,12 @@ class CausalOrder:
         self._posted: dict[str, int] = {}
         """The highest seq posted per session, as far as this listener knows."""
         self._held: deque[tuple[object, str | None, int]] = deque()
+        self._only: tuple[type, ...] = ()
+        """The types the listener takes (empty: all); the others only move the barriers."""
+
+    def deliver_only(self, types: tuple[type, ...]) -> None:
+        """Pass on only events of `types`; the bus still brings this the agents' lifecycle."""
+        self._only = types
 
     def __call__(self, event: object) -> None:
         if isinstance(event, SessionEventPosted):
@@ -163,6 +211,10 @@ class CausalOrder:
         if isinstance(event, AgentDisposed):
             self._sessions.pop(event.agent_id, None)
             self._posted[event.agent_id] = _SETTLED
+        if self._only and not isinstance(event, self._only):
+            if isinstance(event, AgentDisposed):
+                self._release()
+            return
         if self._held or not self._ready(subject, barrier):
             # Behind a held event even if ready itself: events keep their order.
             self._held.append((event, subject, barrier))
@@ -178,8 +230,10 @@ class CausalOrder:
             session = self._session_of(subject)
             if session is None:
                 return -1
-            if fresh or subject not in self._sessions:
-                # First sight (or a reloaded agent): what it holds was written before.
+            if fresh or subject not in self._posted:
+                # First sight (or a reloaded agent): what it holds was written before. A
+                # session whose records this listener has been taking is not new to it: what
+                # it submitted since is still to be posted, and events wait for it.
                 self._posted[subject] = max(session.next_seq - 1, -1)
             self._sessions[subject] = session
         return session.next_seq - 1

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import ErrorCode, ModelError, SubagentsError
 from ..ids import new_message_id
 from ..messages import AssistantMessage, ToolCallBlock, ToolResultMessage, user_message
-from ..models import BlockAssembler, ModelRequest
+from ..models import BlockAssembler, ModelChunk, ModelRequest, ReasoningDelta, TextDelta
 from ..sessions import (
     AssistantMessageEvent,
     ModelErrorEvent,
@@ -30,7 +31,7 @@ from ..sessions import (
 )
 from ..tools import ToolOutcome, execute_tool
 from ._agent import CONTEXT_CLEARED, CONTEXT_SOURCE
-from ._bus import AgentFailed
+from ._bus import AgentFailed, AgentReasoningDelta, AgentTextDelta
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -68,7 +69,14 @@ async def run_turn(agent: Agent) -> StopReason:
     except asyncio.CancelledError:
         cause = agent.take_abort_cause()
         _close_step(agent, turn)
-        record(TurnEnd(turn=turn.number, reason="aborted", cause=cause or "cancelled"))
+        record(
+            TurnEnd(
+                turn=turn.number,
+                reason="aborted",
+                cause=cause or "cancelled",
+                command=agent.abort_command if cause is not None else None,
+            )
+        )
         if cause is None:
             raise  # a cancellation from outside always wins
         current = asyncio.current_task()
@@ -198,9 +206,12 @@ async def _run_step(
     _log_request_header(agent, request)
     assembler = BlockAssembler(provider=agent.model.provider, model=agent.model.name)
     agent.call_index += 1
+    emit_delta = _delta_emitter(agent, turn, step)
     try:
         async for chunk in agent.model.stream(request):
             assembler.feed(chunk)
+            if emit_delta is not None:
+                emit_delta(chunk)
     except asyncio.CancelledError:
         if assembler.has_visible_text():
             partial = assembler.message(interrupted=True)
@@ -251,6 +262,28 @@ async def _run_step(
         return "completed"
     concluded = await _run_tools(agent, turn, step, message)
     return "completed" if concluded else "continue"
+
+
+def _delta_emitter(agent: Agent, turn: int, step: int) -> Callable[[ModelChunk], None] | None:
+    """What passes this step's text and reasoning pieces to the bus, or None: nobody listens.
+
+    Asked once per step, so a run without listeners builds no event per chunk. A listener
+    subscribed during the step hears from the next one.
+    """
+    bus = agent.bus
+    text = bus.wants(AgentTextDelta)
+    reasoning = bus.wants(AgentReasoningDelta)
+    if not (text or reasoning):
+        return None
+    agent_id, name = agent.id, agent.name
+
+    def emit(chunk: ModelChunk) -> None:
+        if text and isinstance(chunk, TextDelta) and chunk.text:
+            bus.emit(AgentTextDelta(agent_id, name, turn, step, chunk.text))
+        elif reasoning and isinstance(chunk, ReasoningDelta) and chunk.text:
+            bus.emit(AgentReasoningDelta(agent_id, name, turn, step, chunk.text))
+
+    return emit
 
 
 class _CallContext:

@@ -8,7 +8,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +43,10 @@ from ..sessions import (
 from ..tools import ToolRegistry, ToolSpec
 from ._agent import Agent, AgentConfig, check_max_tokens
 from ._bus import AgentCreated, CausalOrder, EventBus, SessionEventPosted
+from ._control import ControlServer
 from ._inbox import replay_inbox
 from ._inspect import lease_alive
+from ._stream import StreamEvent, stream_while
 
 __all__ = ["AgentRuntime", "RunResult", "WorkTracker"]
 
@@ -162,6 +164,8 @@ class AgentRuntime(AsyncResource):
         """The `holder` of the runtime that started this process to run part of its trees:
         a tree that runtime holds is worked here under its lease, never taken or released."""
         self._borrowed: set[SessionId] = set()
+        self.control = ControlServer(self.serve_commands)
+        """The wake-up socket other processes use to reach the trees this runtime holds."""
         self._stored_locks: dict[SessionId, asyncio.Lock] = {}
         self._stack = AsyncExitStack()
 
@@ -184,6 +188,8 @@ class AgentRuntime(AsyncResource):
     async def _close(self) -> None:
         """Release every agent (pending input stays in the log), then the store and model."""
         try:
+            # First: a sender that finds no one while the lease stands waits for it to go.
+            await self.control.aclose()
             await self.before_close()
             # Newest first: children were created after their parents, so they go first.
             for agent in reversed(list(self._agents.values())):
@@ -197,6 +203,12 @@ class AgentRuntime(AsyncResource):
     async def before_close(self) -> None:
         """Extension hook: runs before agents are released."""
 
+    async def serve_commands(self) -> None:
+        """Execute the pending commands other processes left for the trees held here.
+
+        Extension hook: the core addresses no member by name, so it has none to execute.
+        """
+
     async def hold(self, root: SessionId) -> None:
         """Take the lease of `root`'s tree for this process; the store renews it while open.
 
@@ -207,8 +219,14 @@ class AgentRuntime(AsyncResource):
         if self.lease_from is not None:
             await self._borrow(root)
             return
+        address = await self.control.start()
         lease = await self.store.acquire_lease(
-            root, holder=self.holder, pid=os.getpid(), now=time.time(), ttl=LEASE_TTL_SECONDS
+            root,
+            holder=self.holder,
+            pid=os.getpid(),
+            now=time.time(),
+            ttl=LEASE_TTL_SECONDS,
+            address=address,
         )
         if lease.holder != self.holder and lease_alive(lease, now=time.time()):
             raise LeaseHeld(
@@ -220,7 +238,12 @@ class AgentRuntime(AsyncResource):
         if lease.holder != self.holder:  # its holder died without releasing: take it over
             await self.store.release_lease(root, holder=lease.holder)
             await self.store.acquire_lease(
-                root, holder=self.holder, pid=os.getpid(), now=time.time(), ttl=LEASE_TTL_SECONDS
+                root,
+                holder=self.holder,
+                pid=os.getpid(),
+                now=time.time(),
+                ttl=LEASE_TTL_SECONDS,
+                address=address,
             )
         self._held.add(root)
 
@@ -558,6 +581,25 @@ class AgentRuntime(AsyncResource):
             if cap is not None:
                 self.set_max_tokens(agent, before)
         return run_result(agent.id, agent.session.records[first:])
+
+    def stream(
+        self, prompt: str, *, agent: Agent | None = None, max_tokens: int | None = None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """`run`, as events: the tree's records as they commit, model output as it arrives.
+
+        ```python
+        async for event in runtime.stream("Review app.py"):
+            match event:
+                case AgentTextDelta(text=text):
+                    print(text, end="")
+                case RunFinished(result=result):
+                    print(result.stop_reason)
+        ```
+
+        Nothing runs until the first iteration; stopping early stops the run (see
+        `stream_while`, and docs/streaming.md for the order of the events).
+        """
+        return stream_while(self, lambda: self.run(prompt, agent=agent, max_tokens=max_tokens))
 
     def set_max_tokens(self, agent: Agent, cap: int | None) -> None:
         """Cap each model response of `agent` from its next call on (None: no cap)."""

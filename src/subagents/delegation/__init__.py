@@ -10,6 +10,11 @@ from ._catalog import (
     child_names as child_names,
     resolve_name as resolve_name,
 )
+from ._commands import (
+    COMMAND_TIMEOUT_SECONDS as COMMAND_TIMEOUT_SECONDS,
+    CommandDesk as CommandDesk,
+    Placement as Placement,
+)
 from ._providers import (
     Capability as Capability,
     InProcessChild as InProcessChild,
@@ -52,13 +57,16 @@ from ._tree import (
 __all__ = [
     "Admission",
     "AgentProfile",
+    "COMMAND_TIMEOUT_SECONDS",
     "Capability",
+    "CommandDesk",
     "DELEGATION_TAG",
     "DefinitionsChanged",
     "DelegationOptions",
     "DelegationRuntime",
     "InProcessChild",
     "InProcessProvider",
+    "Placement",
     "ProviderAdded",
     "ProviderRemoved",
     "ResumeRequest",

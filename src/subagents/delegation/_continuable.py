@@ -374,17 +374,34 @@ class ContinuableManager:
             act.poke.set()
         return act, message
 
-    async def deliver_as_user(self, target: SessionId, text: str) -> tuple[Activation, UserMessage]:
-        """A person's message to any member of a stored tree (the user channel)."""
+    async def deliver_as_user(
+        self, target: SessionId, text: str | UserMessage, *, steer: bool = False
+    ) -> tuple[Activation, UserMessage, bool]:
+        """A person's message to any member of a stored tree (the user channel).
+
+        `steer` enters it at the next step of the member's running turn where it can (an agent
+        of this process that is running); otherwise it is its next turn. Returns the
+        activation, the message and whether it joined the running turn.
+        """
         header = await self._header(target)
         act = await self._resident_or_resume(header)
+        message = (
+            text
+            if isinstance(text, UserMessage)
+            else user_message(text, source=MessageSource(kind="user"))
+        )
         act.accepting += 1
         try:
-            message = await act.child.send(user_message(text, source=MessageSource(kind="user")))
+            agent = act.child.local_agent
+            joined = steer and agent is not None and agent.takes_steering
+            if joined and agent is not None:
+                await agent.steer(message)
+            else:
+                await act.child.send(message)
         finally:
             act.accepting -= 1
             act.poke.set()
-        return act, message
+        return act, message, joined
 
     async def _resumable(self, session_id: SessionId) -> bool:
         """Whether a stored session is a continuable child this process may resume."""

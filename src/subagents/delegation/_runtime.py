@@ -29,13 +29,21 @@ from ..definitions import (
     load_definitions_folder,
     subagents_home,
 )
-from ..errors import ConfigError, ErrorCode, NotFoundError, SubagentError, UsageError
+from ..errors import (
+    ConfigError,
+    ErrorCode,
+    LeaseHeld,
+    NotFoundError,
+    SubagentError,
+    UsageError,
+)
 from ..ids import SessionId
 from ..models import Model
 from ..names import ROOT_NAME
 from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode, store_paths
 from ..sessions import (
     DEFAULT_CRASH_RETRIES,
+    MAX_COMMAND_TEXT,
     EventStore,
     KnownOutcome,
     SandboxModeSet,
@@ -46,6 +54,13 @@ from ..tools import ToolSpec
 from ..workspace import workspace_tools
 from ._background import TaskRegistry
 from ._budget_book import combined, with_budget
+from ._commands import (
+    COMMAND_TIMEOUT_SECONDS,
+    CommandDesk,
+    Placement,
+    ask_holder,
+    wait_for_answer,
+)
 from ._continuable import ContinuableManager
 from ._providers import InProcessProvider, ToolFilter
 from ._recovery import TreeRecovery
@@ -223,6 +238,10 @@ class DelegationRuntime(AgentRuntime):
             delegated_work=self._delegated_work,
         )
         self.teams = TeamBoards(self, self.subagents)
+        self.commands = CommandDesk(self)
+        self.command_patience = COMMAND_TIMEOUT_SECONDS
+        """Seconds a command to a tree another live process holds may wait for it to take it
+        (`HOLDER_UNREACHABLE` after that; the command stays pending)."""
         self._report = report_tool(self.continuable)
         self.definition_problems: list[DefinitionProblem] = []
         """What was wrong with the definition files read on entry (each also logged)."""
@@ -354,6 +373,7 @@ class DelegationRuntime(AgentRuntime):
             self.subagents.profiles[agent.id] = profile
             _apply(agent, profile.tool_filter)
         self.subagents.budgets.attach(agent, budget, parent=None)
+        self.commands.ready.add(agent.id)
         return agent
 
     async def create_agent(self, *, config: AgentConfig | None = None) -> Agent:
@@ -373,6 +393,7 @@ class DelegationRuntime(AgentRuntime):
                 )
             )
         self.subagents.budgets.attach(agent, budget, parent=None)
+        self.commands.ready.add(agent.id)
         return agent
 
     async def resume_agent(
@@ -417,9 +438,17 @@ class DelegationRuntime(AgentRuntime):
         header = await self._root(root_id)
         await self.hold(header.id)
         await self.recovery.recover(header)
+        # What others asked of the tree while no one could take it: an interrupt first, so
+        # the turn it stops is closed instead of run again; messages once members are loaded.
+        await self.control.serve_now(lambda: self.commands.serve([header.id], kinds={"interrupt"}))
         agent = await self.resume_agent(header.id)
         await self.continuable.resume_unsettled(header)
+        self.commands.ready.add(header.id)
+        await self.control.serve_now()
         return agent
+
+    async def serve_commands(self) -> None:
+        await self.commands.serve()
 
     # -- verbs on a stored tree --------------------------------------------------------------
 
@@ -452,47 +481,168 @@ class DelegationRuntime(AgentRuntime):
 
         The whole tree resumes, so work a crash cut off finishes and every notice is taken
         in. Returns the member's result for the turns the message started. A one-shot child
-        cannot take messages (`NOT_RESUMABLE`).
+        cannot take messages (`NOT_RESUMABLE`). A tree another live process holds takes the
+        message there (see `steer`); this waits for the member's answer in the store.
         """
-        given = cast("object", message)  # what callers pass is not type-checked
-        if not isinstance(given, str) or not given.strip():
-            raise UsageError("the message must not be empty", code=ErrorCode.USAGE)
-        header = await self._root(root)
-        await self.hold(header.id)
-        target = await find_member(self.store, header, name)
-        check_takes_messages(await load_tree(self.store, header), target.id)
-        lead = await self.resume_tree(header.id)
+        header, target = await self._addressed(root, name, message)
+        if header.id not in self.commands.ready and await self._held_elsewhere(header):
+            outcome = await ask_holder(
+                self,
+                header,
+                target,
+                "send",
+                message,
+                take_over=self._take_over,
+                patience=self.command_patience,
+            )
+            records = await wait_for_answer(
+                self, header, target, outcome, name=name.strip("/"), take_over=self._take_over
+            )
+            if records is None:
+                await self.wait_quiescent()
+                records = await self.read_log(target.id)
+            return run_result(target.id, records[int(outcome["first"]) :])
+        if header.id in self.commands.ready:  # running here: deliver as the holder does
+            await self.hold(header.id)
+            lead = self.get_agent(header.id) or await self.resume_agent(header.id)
+        else:
+            lead = await self.resume_tree(header.id)
         if target.parent is None:
             first = lead.session.next_seq
             await lead.followup(message)
         else:
             lead.wake()  # loaded, so its child's settlement notice is taken in, not queued
-            act, _ = await self.continuable.deliver_as_user(target.id, message)
+            act, _, _ = await self.continuable.deliver_as_user(target.id, message)
             first = act.epoch_start
         await self.wait_quiescent()
         return run_result(target.id, (await self.read_log(target.id))[first:])
+
+    async def steer(self, root: SessionId | str, name: str, message: str) -> Placement:
+        """Enter `message` into a member's running turn at its next step, as the user.
+
+        Returns `joined` when it joined the turn running now, `next-turn` when the member
+        was not running (it starts a turn with it). Works the same on a tree this runtime
+        works, one another live process holds (the command is written to the store and that
+        process executes it, within milliseconds) and a stored one (this runtime resumes it,
+        and runs it until quiescent).
+        """
+        header, target = await self._addressed(root, name, message)
+        if header.id not in self.commands.ready and await self._held_elsewhere(header):
+            outcome = await ask_holder(
+                self,
+                header,
+                target,
+                "steer",
+                message,
+                take_over=self._take_over,
+                patience=self.command_patience,
+            )
+            if header.id in self.commands.ready:  # its holder had died: the tree runs here now
+                await self.wait_quiescent()
+            return cast("Placement", outcome["placement"])
+        quiet = header.id not in self.commands.ready
+        if quiet:
+            await self.resume_tree(header.id)
+        if target.parent is None:
+            lead = self.get_agent(header.id) or await self.resume_agent(header.id)
+            joined = lead.takes_steering
+            await lead.steer(message)
+        else:
+            _, _, joined = await self.continuable.deliver_as_user(target.id, message, steer=True)
+        if quiet:
+            await self.wait_quiescent()
+        return "joined" if joined else "next-turn"
+
+    async def _addressed(
+        self, root: SessionId | str, name: str, message: str
+    ) -> tuple[SessionHeader, SessionHeader]:
+        """The tree and the member a message is for; refused before anything is written."""
+        given = cast("object", message)  # what callers pass is not type-checked
+        if not isinstance(given, str) or not given.strip():
+            raise UsageError("the message must not be empty", code=ErrorCode.USAGE)
+        if len(given) > MAX_COMMAND_TEXT:
+            raise UsageError(
+                f"the message is longer than {MAX_COMMAND_TEXT} characters", code=ErrorCode.USAGE
+            )
+        header = await self._root(root)
+        target = await find_member(self.store, header, name)
+        check_takes_messages(await load_tree(self.store, header), target.id)
+        return header, target
+
+    async def _held_elsewhere(self, header: SessionHeader) -> bool:
+        """Whether another live process holds the tree and takes commands (else: held here).
+
+        A holder that records no control address (an older build) cannot be reached: its
+        `LeaseHeld` stands, and nothing is written.
+        """
+        try:
+            await self.hold(header.id)
+        except LeaseHeld:
+            lease = await self.store.get_lease(header.id)
+            if lease is None or lease.address is None:
+                raise
+            return True
+        return False
+
+    async def _take_over(self, header: SessionHeader) -> None:
+        """The holder died: hold the tree here and run what it left, commands included."""
+        if header.id not in self.commands.ready:
+            lead = await self.resume_tree(header.id)
+            lead.wake()
+
+    async def _take_over_to_stop(self, header: SessionHeader) -> None:
+        """The holder died: hold the tree here and stop what was asked, running nothing.
+
+        Only interrupts run; messages left pending wait for the next process that runs the
+        tree (an interrupt needs no model, and this process may have none).
+        """
+        await self.hold(header.id)
+        await self.control.serve_now(lambda: self.commands.serve([header.id], kinds={"interrupt"}))
 
     async def interrupt(self, root: SessionId | str, name: str) -> bool:
         """Stop a member of a tree by full name; True when a turn was stopped.
 
         A member this runtime runs (an agent here, or a child a provider runs elsewhere) has
         its turn cancelled and keeps its queue; a stored one whose turn a crash left open has
-        that turn closed as interrupted, not run again.
+        that turn closed as interrupted, not run again. In a tree another live process holds,
+        that process stops it (the command goes through the store).
         """
         header = await self._root(root)
-        await self.hold(header.id)
         target = await find_member(self.store, header, name)
+        if header.id not in self.commands.ready and await self._held_elsewhere(header):
+            outcome = await ask_holder(
+                self,
+                header,
+                target,
+                "interrupt",
+                None,
+                take_over=self._take_over_to_stop,
+                patience=self.command_patience,
+            )
+            return bool(outcome["interrupted"])
+        return await self.stop_member(target)
+
+    async def stop_member(self, target: SessionHeader, *, command: int | None = None) -> bool:
+        """Stop one member of a tree held here; True when a turn was stopped.
+
+        `command` is the control command asking for it, recorded with the stopped turn's end
+        where an agent of this process runs it.
+        """
         act = self.continuable.get(target.id)
         if act is not None and act.closing:
             await act.released.wait()  # being released: what it leaves is stored
         elif act is not None:
+            agent = act.child.local_agent
             running = act.child.running
-            await self.continuable.interrupt_any(target.id)
+            if agent is not None:
+                await agent.cancel("user", keep_inbox=True, command=command)
+            else:
+                await self.continuable.interrupt_any(target.id)
             return running
         live = self.get_agent(target.id)
         if live is not None:
             running = live.status == "running"
-            await live.cancel("user", keep_inbox=True)
+            await live.cancel("user", keep_inbox=True, command=command)
             return running
         child = self.subagents.running_child(target.id)
         if child is not None:  # a one-shot child running elsewhere

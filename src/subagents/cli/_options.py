@@ -1,0 +1,83 @@
+"""The options the commands share (their names, checks and help texts in one place)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ._common import store_path
+
+__all__ = [
+    "BudgetCallsOpt",
+    "BudgetChildrenOpt",
+    "BudgetTokensOpt",
+    "JsonOpt",
+    "MaxTokensOpt",
+    "ModelOpt",
+    "SandboxOpt",
+    "StoreOpt",
+    "StreamOpt",
+    "TenantOpt",
+]
+
+
+def _checked_store(store: str | None) -> str | None:
+    """Check the store's path while parsing, before any event loop runs (it stats)."""
+    store_path(store)
+    return store
+
+
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="Store path or sqlite:/// URL "
+        "(default: $SUBAGENTS_STORE or $SUBAGENTS_HOME/state.db).",
+        callback=_checked_store,
+    ),
+]
+TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant whose sessions to use.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+StreamOpt = Annotated[
+    bool,
+    typer.Option(
+        "--stream",
+        help="Print every event as it commits and the model's output as it arrives, one JSON "
+        "object a line (docs/streaming.md); the last line is the result --json prints.",
+    ),
+]
+SandboxOpt = Annotated[
+    str,
+    typer.Option(
+        "--sandbox",
+        help="File policy of the lead and its tree: read-only, workspace-write or "
+        "danger-full-access (kept across resume; children inherit it).",
+    ),
+]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens", min=1, help="Cap each model response at this many tokens (every agent)."
+    ),
+]
+BudgetTokensOpt = Annotated[
+    int | None,
+    typer.Option("--budget-tokens", min=0, help="Tokens (input + output) the whole tree may use."),
+]
+BudgetCallsOpt = Annotated[
+    int | None,
+    typer.Option("--budget-model-calls", min=0, help="Model calls the whole tree may make."),
+]
+BudgetChildrenOpt = Annotated[
+    int | None,
+    typer.Option("--budget-children", min=0, help="Agents that may be started in the tree."),
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="scripted:PATH, openai:MODEL, deepseek:MODEL or openai-compatible:MODEL@BASE_URL "
+        "(default: $SUBAGENTS_MODEL).",
+    ),
+]
