@@ -4,8 +4,9 @@ takes to be handled by the process that holds the tree.
 Not a test (pytest never collects it) and nothing asserts a time. Two real processes on one
 real SQLite file: the holder (`--holder`, started by this program) runs a lead that waits in
 a tool until told to stop; the asking process (this one) sends N commands one after another
-through `Runtime.steer` / `Runtime.interrupt`, exactly as `subagents steer` does. Two figures
-per command kind, p50 / p99 / max in milliseconds:
+through `Runtime.steer` / `Runtime.interrupt`, exactly as `subagents steer` does, and sends
+up to the holder's acceptance (what `Runtime.send` does before it waits for the answer). Two
+figures per command kind, p50 / p99 / max in milliseconds:
 
 - `round trip`: from the call to its return in the asking process (write the command, wake
   the holder through its socket, the holder executes it and marks it done, the answer);
@@ -33,6 +34,7 @@ from typing import Any
 
 from subagents import Runtime
 from subagents.delegation import SubagentEnded
+from subagents.delegation._commands import ask_holder
 from subagents.models import ScriptedModel
 from subagents.tools import tool
 
@@ -98,11 +100,16 @@ async def _ask(store: Path, commands: int) -> dict[str, Any]:
         roots = await rt.store.list_headers(tenant="default")
         root = roots[0].id
         results: dict[str, Any] = {}
-        for kind in ("steer", "interrupt"):
+        header = await rt.store.get_header(root, tenant="default")
+        for kind in ("send", "steer", "interrupt"):
             samples: list[float] = []
             for index in range(commands):
                 started = time.perf_counter()
-                if kind == "steer":
+                if kind == "send":
+                    # Until the holder has accepted it (queued behind the running turn);
+                    # `Runtime.send` then waits for the answer, which is the model's time.
+                    await ask_holder(rt, header, header, "send", f"note {index}", take_over=_no)
+                elif kind == "steer":
                     await rt.steer(root, "lead", f"note {index}")
                 else:
                     await rt.interrupt(root, "helper")  # settled: a no-op, the whole way
@@ -112,6 +119,10 @@ async def _ask(store: Path, commands: int) -> dict[str, Any]:
                 "in store": _percentiles(await _in_store(rt, kind)),
             }
         return results
+
+
+async def _no(header: object) -> None:
+    raise RuntimeError("the holder died during the benchmark")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import msgspec
@@ -15,7 +17,7 @@ import pytest
 from delegation_support import Gates
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from subagents.core import ControlServer, SessionEventPosted, wake_holder
+from subagents.core import ControlServer, RunResult, SessionEventPosted, wake_holder
 from subagents.delegation import DelegationRuntime, find_member
 from subagents.errors import ErrorCode, SubagentError, UsageError
 from subagents.ids import SessionId
@@ -55,6 +57,30 @@ def runtime(path: Path, gates: Gates) -> DelegationRuntime:
     return DelegationRuntime(model=model, store=SqliteEventStore(path), tools=[gates.tool()])
 
 
+live_results: list[RunResult] = []
+"""The results of the holders' runs, newest last (`live_tree` appends when it ends)."""
+
+
+@asynccontextmanager
+async def live_tree(
+    path: Path, gates: Gates
+) -> AsyncGenerator[tuple[DelegationRuntime, DelegationRuntime, asyncio.TaskGroup], None]:
+    """A holder running `SCRIPT` (its lead and worker waiting at their gates) and a second
+    runtime on the same store; on leaving, the gates open and the run ends."""
+    async with (
+        runtime(path, gates) as holder,
+        runtime(path, Gates()) as other,
+        asyncio.TaskGroup() as tasks,
+    ):
+        run = tasks.create_task(holder.run("Go"))
+        await gates.started("lead").wait()
+        await gates.started("worker").wait()
+        yield holder, other, tasks
+        gates.release("lead")
+        gates.release("worker")
+        live_results.append(await run)
+
+
 def entered(records: list[object], text: str) -> int:
     return sum(
         1
@@ -69,14 +95,7 @@ async def test_another_runtime_steers_messages_and_interrupts_a_running_tree(
 ) -> None:
     gates = Gates()
     path = tmp_path / "state.db"
-    async with (
-        runtime(path, gates) as holder,
-        runtime(path, Gates()) as other,
-        asyncio.TaskGroup() as tasks,
-    ):
-        run = tasks.create_task(holder.run("Go"))
-        await gates.started("lead").wait()
-        await gates.started("worker").wait()
+    async with live_tree(path, gates) as (holder, other, tasks):
         root = next(iter(holder.commands.ready))
 
         assert await other.steer(root, "lead", "Steer it") == "joined"
@@ -96,7 +115,7 @@ async def test_another_runtime_steers_messages_and_interrupts_a_running_tree(
         await queued.wait()  # the holder took it while its lead still works
         gates.release("lead")
         answer = await sending
-        result = await run
+    result = live_results[-1]
 
     assert result.stop_reason == "completed"
     assert answer.stop_reason == "completed"
@@ -124,9 +143,7 @@ async def test_another_runtime_steers_messages_and_interrupts_a_running_tree(
 async def test_the_holder_executes_a_command_once_even_when_asked_again(tmp_path: Path) -> None:
     gates = Gates()
     path = tmp_path / "state.db"
-    async with runtime(path, gates) as holder, asyncio.TaskGroup() as tasks:
-        run = tasks.create_task(holder.run("Go"))
-        await gates.started("lead").wait()
+    async with live_tree(path, gates) as (holder, _, _):
         root = next(iter(holder.commands.ready))
         store = holder.store
         ids = [
@@ -144,9 +161,6 @@ async def test_the_holder_executes_a_command_once_even_when_asked_again(tmp_path
         assert first[0]["placement"] == "queued"
         assert second[0]["first"] == first[0]["first"]
         assert first[1] == second[1] == {"interrupted": True}
-        gates.release("lead")
-        gates.release("worker")
-        await run
         records = holder.agents[root].session.records if root in holder.agents else []
         lead = records or await store.read(root, tenant="default")
         assert entered(list(lead), "Once only") == 1
@@ -166,13 +180,7 @@ async def test_a_holder_that_never_answers_leaves_the_command_pending(tmp_path: 
         await writer.wait_closed()
 
     server = await asyncio.start_unix_server(silent, path=address)
-    async with (
-        runtime(path, gates) as holder,
-        runtime(path, Gates()) as other,
-        asyncio.TaskGroup() as tasks,
-    ):
-        run = tasks.create_task(holder.run("Go"))
-        await gates.started("lead").wait()
+    async with live_tree(path, gates) as (holder, other, _):
         root = next(iter(holder.commands.ready))
         lease = await holder.store.get_lease(root)
         assert lease is not None
@@ -189,15 +197,13 @@ async def test_a_holder_that_never_answers_leaves_the_command_pending(tmp_path: 
         with pytest.raises(SubagentError) as caught:
             await other.steer(root, "lead", "Anyone there?")
         assert caught.value.code == ErrorCode.HOLDER_UNREACHABLE
-        assert "stays pending" in caught.value.message
+        assert "still queued" in caught.value.message
+        assert "do not repeat it" in caught.value.message
         pending = await other.store.pending_commands(root)
         assert [c.kind for c in pending] == ["steer"]
         # Once the holder is woken for real, it takes it.
         await holder.control.serve_now()
         assert await other.store.pending_commands(root) == []
-        gates.release("lead")
-        gates.release("worker")
-        await run
     server.close()
     await server.wait_closed()
 
@@ -210,6 +216,7 @@ async def test_the_socket_refuses_what_is_not_a_command_id(tmp_path: Path) -> No
 
     control = ControlServer(serve)
     address = await control.start()
+    assert address is not None
     assert await control.start() == address
     mode = (await asyncio.to_thread(os.stat, os.path.dirname(address))).st_mode
     assert oct(mode & 0o777) == "0o700"
@@ -272,18 +279,9 @@ async def test_steering_a_running_child_joins_its_turn_and_a_stored_tree_runs_it
 ) -> None:
     gates = Gates()
     path = tmp_path / "state.db"
-    async with (
-        runtime(path, gates) as holder,
-        runtime(path, Gates()) as other,
-        asyncio.TaskGroup() as tasks,
-    ):
-        run = tasks.create_task(holder.run("Go"))
-        await gates.started("worker").wait()
+    async with live_tree(path, gates) as (holder, other, _):
         root = next(iter(holder.commands.ready))
         assert await other.steer(root, "worker", "Worker, look here") == "joined"
-        gates.release("worker")
-        gates.release("lead")
-        await run
     worker = await _member_log(path, root, "worker")
     steered = [i for i, r in enumerate(worker) if _text_of(r) == "Worker, look here"]
     assert len(steered) == 1
@@ -309,3 +307,81 @@ async def _member_log(path: Path, root: SessionId, name: str) -> list[EventRecor
         header = await store.get_header(root, tenant="default")
         member = await find_member(store, header, name)
         return await store.read(member.id, tenant="default")
+
+
+async def test_a_holder_still_loading_the_tree_is_asked_again_not_flooded(
+    tmp_path: Path,
+) -> None:
+    gates = Gates()
+    path = tmp_path / "state.db"
+    async with live_tree(path, gates) as (holder, other, _):
+        root = next(iter(holder.commands.ready))
+        holder.commands.ready.discard(root)  # as while `resume_tree` loads it
+        passes: list[int] = []
+        serve = holder.commands.serve
+
+        async def counted(roots: object = None, *, kinds: object = None) -> None:
+            passes.append(1)
+            await serve()
+
+        holder.control._serve = counted
+        other.command_patience = 0.5
+        with pytest.raises(SubagentError):
+            await other.steer(root, "lead", "Wait for me")
+        # Asked again every retry interval, not in a tight loop (thousands of passes).
+        assert 1 <= len(passes) <= 40
+        holder.commands.ready.add(root)
+        await holder.control.serve_now()
+        assert await holder.store.pending_commands(root) == []
+
+
+async def test_closing_the_control_server_waits_for_the_pass_in_progress() -> None:
+    inside = asyncio.Event()
+    finish = asyncio.Event()
+    done: list[str] = []
+
+    async def serve() -> None:
+        inside.set()
+        await finish.wait()
+        done.append("served")
+
+    control = ControlServer(serve)
+    address = await control.start()
+    assert address is not None
+    async with asyncio.TaskGroup() as tasks:
+        waking = tasks.create_task(wake_holder(address, 3, within=30))
+        await inside.wait()
+        closing = tasks.create_task(control.aclose())
+        await asyncio.sleep(0)
+        assert not closing.done()  # the command being executed is finished first
+        finish.set()
+        await closing
+        assert done == ["served"]
+        assert await waking is True
+    await control.serve_now()  # closed: no more passes
+    assert done == ["served"]
+
+
+async def test_a_send_whose_message_is_cancelled_returns(tmp_path: Path) -> None:
+    gates = Gates()
+    path = tmp_path / "state.db"
+    async with live_tree(path, gates) as (holder, other, tasks):
+        root = next(iter(holder.commands.ready))
+        queued = asyncio.Event()
+
+        def on_event(event: object) -> None:
+            if (
+                isinstance(event, SessionEventPosted)
+                and isinstance(splice := event.record.event, InboxSpliced)
+                and any(m.text == "Never mind" for m in splice.inserted)
+            ):
+                queued.set()
+
+        holder.subscribe(on_event)
+        sending = tasks.create_task(other.send(root, "lead", "Never mind"))
+        await queued.wait()
+        lead = holder.agents[root]
+        pending = [m.id for m in lead.inbox.next_turn if m.text == "Never mind"]
+        assert await lead.inbox.remove(pending[0])
+        answer = await sending
+        assert answer.stop_reason is None  # no turn ran for it

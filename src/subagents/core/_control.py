@@ -31,6 +31,14 @@ _MAX_CONNECTIONS: Final = 32
 """More connections at once than any set of senders needs; the rest are closed at once."""
 
 
+_READ_SECONDS: Final = 10.0
+"""How long a connection may stay silent before the holder hangs up (a stopped sender)."""
+_SHORT_BASE: Final = "/tmp"
+"""Where the socket's directory goes when the temporary directory's path is too long for a
+Unix socket address (about 107 bytes)."""
+_MAX_ADDRESS: Final = 100
+
+
 class ControlServer:
     """Listens on a private Unix socket and calls `serve` when woken (no task while idle)."""
 
@@ -39,35 +47,48 @@ class ControlServer:
         self._lock = asyncio.Lock()
         self._server: asyncio.Server | None = None
         self._directory: str | None = None
-        self._open = 0
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._closed = False
         self.address: str | None = None
 
-    async def start(self) -> str:
-        """Listen (once); returns the socket's path."""
-        if self.address is not None:
+    async def start(self) -> str | None:
+        """Listen (once); returns the socket's path, or None when no socket can be made here.
+
+        Without one, this process still holds its trees; other processes' commands to them
+        are then refused with `LEASE_HELD`, as a holder's that takes none.
+        """
+        if self.address is not None or self._closed:
             return self.address
-        directory = await asyncio.to_thread(tempfile.mkdtemp, prefix="subagents-")  # mode 0700
-        path = os.path.join(directory, "control")
-        self._server = await asyncio.start_unix_server(self._connected, path=path, limit=_MAX_LINE)
+        try:
+            directory = await asyncio.to_thread(_private_directory)
+            path = os.path.join(directory, "control")
+            self._server = await asyncio.start_unix_server(
+                self._connected, path=path, limit=_MAX_LINE
+            )
+        except OSError as exc:
+            log.warning("no control socket (%s); commands from other processes are refused", exc)
+            return None
         self._directory, self.address = directory, path
         return path
 
     async def serve_now(self, serve: Callable[[], Awaitable[None]] | None = None) -> None:
         """Serve pending commands now (or run `serve`, a narrower pass).
 
-        One pass at a time, so a command is executed once.
+        One pass at a time, so a command is executed once; none once closing.
         """
         async with self._lock:
-            await (serve or self._serve)()
+            if not self._closed:
+                await (serve or self._serve)()
 
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._open >= _MAX_CONNECTIONS:
+        if len(self._writers) >= _MAX_CONNECTIONS or self._closed:
             writer.close()
             return
-        self._open += 1
+        self._writers.add(writer)
         try:
             while True:
-                line = await reader.readline()
+                async with asyncio.timeout(_READ_SECONDS):
+                    line = await reader.readline()
                 if not line:
                     return
                 asked = line.strip()
@@ -78,29 +99,48 @@ class ControlServer:
                 writer.write(asked + b"\n")
                 await writer.drain()
         except (
+            TimeoutError,
             ValueError,
             ConnectionError,
             asyncio.LimitOverrunError,
             asyncio.IncompleteReadError,
         ):
-            return  # a line longer than the limit, or the peer went away
+            return  # silent too long, a line longer than the limit, or the peer went away
         except Exception:
             log.exception("serving control commands failed")
         finally:
-            self._open -= 1
+            self._writers.discard(writer)
             with contextlib.suppress(Exception):
                 writer.close()
 
     async def aclose(self) -> None:
-        """Stop listening and remove the socket; a sender that comes later finds no one."""
+        """Stop listening, wait for a pass in progress, hang up on everyone, remove the socket.
+
+        A sender that comes later finds no one and waits for the lease to go.
+        """
+        self._closed = True
         if self._server is not None:
             self._server.close()
+        async with self._lock:  # a pass in progress finishes (its command is marked done)
+            pass
+        for writer in list(self._writers):
+            with contextlib.suppress(Exception):
+                writer.close()
+        if self._server is not None:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
             self._server = None
         if self._directory is not None:
             await asyncio.to_thread(shutil.rmtree, self._directory, True)
             self._directory = self.address = None
+
+
+def _private_directory() -> str:
+    """A new directory only this user may enter (mode 0700), short enough for a socket."""
+    base = tempfile.gettempdir()
+    if len(os.path.join(base, "subagents-xxxxxxxx", "control")) > _MAX_ADDRESS:
+        base = _SHORT_BASE
+    return tempfile.mkdtemp(prefix="subagents-", dir=base)
 
 
 async def wake_holder(address: str, command_id: int, *, within: float) -> bool:

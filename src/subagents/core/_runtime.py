@@ -203,6 +203,10 @@ class AgentRuntime(AsyncResource):
     async def before_close(self) -> None:
         """Extension hook: runs before agents are released."""
 
+    takes_commands = False
+    """Whether this runtime executes commands other processes send to its trees (`steer`,
+    `send`, `interrupt` by name): only then does it listen for them."""
+
     async def serve_commands(self) -> None:
         """Execute the pending commands other processes left for the trees held here.
 
@@ -219,7 +223,7 @@ class AgentRuntime(AsyncResource):
         if self.lease_from is not None:
             await self._borrow(root)
             return
-        address = await self.control.start()
+        address = await self.control.start() if self.takes_commands else None
         lease = await self.store.acquire_lease(
             root,
             holder=self.holder,

@@ -14,11 +14,12 @@ more it takes the tree itself, which executes what is pending.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence, Set
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ..core import SessionEventPosted, lease_alive, wake_holder
+from ..core import SessionEventPosted, lease_alive, replay_inbox, wake_holder
 from ..errors import ErrorCode, LeaseHeld, NotFoundError, SubagentError, SubagentsError, UsageError
 from ..ids import MessageId, SessionId
 from ..messages import MessageSource, TextBlock, UserMessage
@@ -39,6 +40,8 @@ from ..sessions import (
     parse_command,
 )
 
+log = logging.getLogger("subagents.commands")
+
 if TYPE_CHECKING:
     from ._runtime import DelegationRuntime
 
@@ -58,6 +61,8 @@ found no running turn)."""
 COMMAND_TIMEOUT_SECONDS: Final = 30.0
 """How long the asking side waits for a live holder to take a command before saying so."""
 _WAKE_SECONDS: Final = 5.0
+_RETRY_SECONDS: Final = 0.05
+"""How long the asking side waits before it asks again for a command not taken yet."""
 _FOLLOW_SECONDS: Final = 0.05
 """How often a process waiting on another's log checks the store for a change (one cheap
 `data_version` read; the holder is never asked)."""
@@ -92,6 +97,10 @@ class CommandDesk:
             outcome, state = await self.execute(command), "done"
         except SubagentsError as exc:
             outcome, state = {"code": exc.code.value, "message": exc.message}, "failed"
+        except Exception as exc:  # a bug must not block the commands queued behind this one
+            log.exception("executing command %d failed", row.id)
+            message = f"executing the command failed: {type(exc).__name__}: {exc}"
+            outcome, state = {"code": ErrorCode.INTERNAL.value, "message": message}, "failed"
         await self._runtime.store.finish_command(
             row.id, state=state, outcome=encode_outcome(outcome), now=time.time()
         )
@@ -197,19 +206,22 @@ async def ask_holder(
         if lease is None or not lease_alive(lease, now=time.time()):
             with contextlib.suppress(LeaseHeld):  # another process took it first: ask it
                 await take_over(header)
-            continue
-        if runtime.clock.now() >= deadline:
+        elif runtime.clock.now() >= deadline:
             raise SubagentError(
                 f"the process holding session {header.id} (pid {lease.pid}) did not take "
-                f"command {command_id} within {patience:g} s; it stays pending and runs "
-                "when that process serves it or the tree is resumed",
+                f"command {command_id} within {patience:g} s; it is still queued and runs "
+                "when that process serves it or the tree is resumed, so do not repeat it",
                 code=ErrorCode.HOLDER_UNREACHABLE,
             )
-        left = max(deadline - runtime.clock.now(), 0.0)
-        if lease.address is None or not await wake_holder(
-            lease.address, command_id, within=min(_WAKE_SECONDS, left)
-        ):
-            await runtime.clock.sleep(_FOLLOW_SECONDS * 2)  # unreachable for now: look again
+        elif lease.address is not None:
+            left = max(deadline - runtime.clock.now(), 0.0)
+            await wake_holder(lease.address, command_id, within=min(_WAKE_SECONDS, left))
+        row = await store.get_command(command_id)
+        if row is not None and row.state != "pending":
+            return _outcome(row)
+        # Not taken yet (the holder is loading the tree, or unreachable): look again soon,
+        # never in a tight loop.
+        await runtime.clock.sleep(_RETRY_SECONDS)
 
 
 def _outcome(row: CommandRow) -> dict[str, Any]:
@@ -243,17 +255,18 @@ async def wait_for_answer(
     store = runtime.store
     message_id = str(outcome["message_id"])
     posted = int(outcome["first"]) - 1
+    records: list[EventRecord] = []
     seen = -1
     while True:
         count = await store.change_count()
         if count != seen:
             seen = count
-            records = await runtime.read_log(target.id)
+            records += await store.read(target.id, tenant=runtime.tenant, from_seq=len(records))
             if runtime.bus.wants(SessionEventPosted):
                 for record in records[posted + 1 :]:
                     runtime.bus.emit(SessionEventPosted(target.id, name, record))
             posted = max(posted, len(records) - 1)
-            if _answered(records, message_id):
+            if _answered(records[target.seed_length :], message_id):
                 return records
             lease = await store.get_lease(header.id)
             if lease is None or not lease_alive(lease, now=time.time()):
@@ -266,14 +279,20 @@ async def wait_for_answer(
 
 
 def _answered(records: Sequence[EventRecord], message_id: str) -> bool:
-    """Whether the turn that entered `message_id` has ended and the member is not running."""
-    entered = False
+    """Whether the member is done with `message_id`.
+
+    Done: the turn it entered has ended and the member is not running, or the message was
+    cancelled before it entered a turn.
+    """
+    entered = queued = False
     for record in records:
         match record.event:
+            case InboxSpliced(inserted=inserted) if any(m.id == message_id for m in inserted):
+                queued = True
             case UserMessageEvent(message=message) if message.id == message_id:
                 entered = True
             case TurnEnd() if entered:
                 return fold(StatusProjection(), records).status != "running"
             case _:
                 pass
-    return False
+    return queued and not entered and message_id not in replay_inbox(records).pending_ids()

@@ -6,10 +6,11 @@ import asyncio
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Required, Self, TypedDict, cast
+from typing import Any, Literal, Required, Self, TypedDict, cast
 
 from .._clock import Clock
 from ..core import (
@@ -19,6 +20,7 @@ from ..core import (
     Budget,
     RunResult,
     check_max_tokens,
+    lease_alive,
     run_result,
 )
 from ..definitions import (
@@ -44,6 +46,7 @@ from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode, store_pat
 from ..sessions import (
     DEFAULT_CRASH_RETRIES,
     MAX_COMMAND_TEXT,
+    CommandKind,
     EventStore,
     KnownOutcome,
     SandboxModeSet,
@@ -447,6 +450,8 @@ class DelegationRuntime(AgentRuntime):
         await self.control.serve_now()
         return agent
 
+    takes_commands = True
+
     async def serve_commands(self) -> None:
         await self.commands.serve()
 
@@ -486,18 +491,12 @@ class DelegationRuntime(AgentRuntime):
         """
         header, target = await self._addressed(root, name, message)
         if header.id not in self.commands.ready and await self._held_elsewhere(header):
-            outcome = await ask_holder(
-                self,
-                header,
-                target,
-                "send",
-                message,
-                take_over=self._take_over,
-                patience=self.command_patience,
-            )
-            records = await wait_for_answer(
-                self, header, target, outcome, name=name.strip("/"), take_over=self._take_over
-            )
+            outcome = await self._ask(header, target, "send", message)
+            records = None
+            if header.id not in self.commands.ready:  # else its holder died: it runs here
+                records = await wait_for_answer(
+                    self, header, target, outcome, name=name.strip("/"), take_over=self._take_over
+                )
             if records is None:
                 await self.wait_quiescent()
                 records = await self.read_log(target.id)
@@ -528,15 +527,7 @@ class DelegationRuntime(AgentRuntime):
         """
         header, target = await self._addressed(root, name, message)
         if header.id not in self.commands.ready and await self._held_elsewhere(header):
-            outcome = await ask_holder(
-                self,
-                header,
-                target,
-                "steer",
-                message,
-                take_over=self._take_over,
-                patience=self.command_patience,
-            )
+            outcome = await self._ask(header, target, "steer", message)
             if header.id in self.commands.ready:  # its holder had died: the tree runs here now
                 await self.wait_quiescent()
             return cast("Placement", outcome["placement"])
@@ -569,12 +560,40 @@ class DelegationRuntime(AgentRuntime):
         check_takes_messages(await load_tree(self.store, header), target.id)
         return header, target
 
+    async def _ask(
+        self,
+        header: SessionHeader,
+        target: SessionHeader,
+        kind: CommandKind,
+        text: str | None,
+        *,
+        take_over: Callable[[SessionHeader], Awaitable[None]] | None = None,
+    ) -> dict[str, Any]:
+        """Have the live process holding the tree execute a command (see `ask_holder`)."""
+        return await ask_holder(
+            self,
+            header,
+            target,
+            kind,
+            text,
+            take_over=take_over or self._take_over,
+            patience=self.command_patience,
+        )
+
     async def _held_elsewhere(self, header: SessionHeader) -> bool:
         """Whether another live process holds the tree and takes commands (else: held here).
 
         A holder that records no control address (an older build) cannot be reached: its
         `LeaseHeld` stands, and nothing is written.
         """
+        lease = await self.store.get_lease(header.id)
+        if (
+            lease is not None
+            and lease.holder != self.holder
+            and lease.address is not None
+            and lease_alive(lease, now=time.time())
+        ):
+            return True  # a read, not a write: taking the lease would only be refused
         try:
             await self.hold(header.id)
         except LeaseHeld:
@@ -610,14 +629,8 @@ class DelegationRuntime(AgentRuntime):
         header = await self._root(root)
         target = await find_member(self.store, header, name)
         if header.id not in self.commands.ready and await self._held_elsewhere(header):
-            outcome = await ask_holder(
-                self,
-                header,
-                target,
-                "interrupt",
-                None,
-                take_over=self._take_over_to_stop,
-                patience=self.command_patience,
+            outcome = await self._ask(
+                header, target, "interrupt", None, take_over=self._take_over_to_stop
             )
             return bool(outcome["interrupted"])
         return await self.stop_member(target)
