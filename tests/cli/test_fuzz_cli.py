@@ -248,9 +248,11 @@ def test_any_definition_file(definition: str, use: bool) -> None:
         _check(_invoke(args, home), store, None)
 
 
-_COMMANDS = ["run", "resume", "send", "interrupt", "agents", "sessions", "tree", "log", "demo"]
-_OPTIONS = ["--model", "--store", "--tenant", "--cwd", "--agent", "--json", "--sandbox",
-            "--budget-tokens", "--budget-model-calls", "--session", "--last", "-h"]  # fmt: skip
+_COMMANDS = ["run", "resume", "send", "steer", "interrupt", "watch", "agents", "sessions", "tree",
+             "log", "demo"]  # fmt: skip
+_OPTIONS = ["--model", "--store", "--tenant", "--cwd", "--agent", "--json", "--stream",
+            "--sandbox", "--budget-tokens", "--budget-model-calls", "--session", "--last",
+            "--interval", "-h"]  # fmt: skip
 _word = st.one_of(
     st.sampled_from(["lead", "reviewer", "reviewer/", "/reviewer", "//x", "", "-", "..", "a/b"]),
     st.text(max_size=30),
