@@ -204,6 +204,9 @@ def test_watch_of_a_finished_tree_prints_its_whole_stream(cli: Cli, tmp_path: Pa
     lines = [json.loads(text) for text in done.stdout.splitlines()]
     assert_stream_is_the_log(cli, lines, ran["session_id"])
     assert lines[-1] == {"v": 1, "type": "result", **ran}  # what `run --json` printed
+    # `tree --follow` is the same command.
+    followed = cli("tree", ran["session_id"], "--follow", "--json")
+    assert (followed.returncode, followed.stdout) == (0, done.stdout)
 
 
 def test_watch_prints_the_final_tree_as_text_off_a_terminal(cli: Cli, tmp_path: Path) -> None:

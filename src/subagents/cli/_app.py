@@ -56,7 +56,7 @@ from ._options import (
 )
 from ._render import dumps, event_json, render_log, render_sessions, render_tree, result_json
 from ._stream import StreamPrinter
-from ._watch import watch
+from ._watch import DEFAULT_INTERVAL, watch
 
 __all__ = ["app"]
 
@@ -524,8 +524,15 @@ def tree(
     store: StoreOpt = None,
     tenant: TenantOpt = "default",
     as_json: JsonOpt = False,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", help="Keep following it until it is quiescent: `watch`."),
+    ] = False,
 ) -> None:
     """Print the agent tree of a root session, with status and usage."""
+    if follow:
+        watch(session, store=store, tenant=tenant, as_json=as_json, interval=DEFAULT_INTERVAL)
+        return
     check_tenant(tenant)
     require_existing_store(store)
 
