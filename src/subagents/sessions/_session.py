@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from .._clock import Clock
@@ -44,6 +45,8 @@ class Session:
         self._observers: list[SessionObserver] = []
         self._broken: StoreError | None = None
         self._last: asyncio.Future[None] | None = None
+        self._unseen: deque[tuple[list[EventRecord], asyncio.Future[None]]] = deque()
+        """Writes submitted whose outcome observers have not been told yet, oldest first."""
 
     @property
     def id(self) -> SessionId:
@@ -79,10 +82,11 @@ class Session:
             raise
         self.records.extend(records)
         self._last = pending
+        self._unseen.append((records, pending))
         if pending.done():  # an in-memory store: committed already
-            self._committed(records, pending)
+            self._take_commits()
         else:
-            pending.add_done_callback(lambda done: self._committed(records, done))
+            pending.add_done_callback(lambda _: self._take_commits())
         return records
 
     def submit(self, event: SessionEvent, *, time: float | None = None) -> EventRecord:
@@ -96,10 +100,23 @@ class Session:
         return record
 
     async def flush(self) -> None:
-        """Wait until everything submitted so far is durable; raise if a write failed."""
+        """Wait until everything submitted so far is durable; raise if a write failed.
+
+        Observers have seen every record by then: a write the store has acknowledged may
+        still have its done-callback queued (awaiting a future that is already done does not
+        yield), so the commits are taken here too. Without it, an agent disposed right after
+        a flush stopped observing before its last records were posted.
+        """
         if self._last is not None:
             await _finish(self._last)
+        self._take_commits()
         self._check()
+
+    def _take_commits(self) -> None:
+        """Tell observers of every write that has finished, in submission order, once."""
+        while self._unseen and self._unseen[0][1].done():
+            records, done = self._unseen.popleft()
+            self._committed(records, done)
 
     def _committed(self, records: list[EventRecord], done: asyncio.Future[None]) -> None:
         if done.cancelled():
