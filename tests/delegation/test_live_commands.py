@@ -81,6 +81,22 @@ async def live_tree(
         live_results.append(await run)
 
 
+def queued_in(holder: DelegationRuntime, text: str) -> asyncio.Event:
+    """Set once the holder has durably queued a message with `text` for one of its agents."""
+    queued = asyncio.Event()
+
+    def on_event(event: object) -> None:
+        if (
+            isinstance(event, SessionEventPosted)
+            and isinstance(splice := event.record.event, InboxSpliced)
+            and any(m.text == text for m in splice.inserted)
+        ):
+            queued.set()
+
+    holder.subscribe(on_event)
+    return queued
+
+
 def entered(records: list[object], text: str) -> int:
     return sum(
         1
@@ -100,17 +116,7 @@ async def test_another_runtime_steers_messages_and_interrupts_a_running_tree(
 
         assert await other.steer(root, "lead", "Steer it") == "joined"
         assert await other.interrupt(root, "worker") is True
-        queued = asyncio.Event()
-
-        def on_event(event: object) -> None:
-            if (
-                isinstance(event, SessionEventPosted)
-                and isinstance(splice := event.record.event, InboxSpliced)
-                and any(m.text == "Then answer this" for m in splice.inserted)
-            ):
-                queued.set()
-
-        holder.subscribe(on_event)
+        queued = queued_in(holder, "Then answer this")
         sending = tasks.create_task(other.send(root, "lead", "Then answer this"))
         await queued.wait()  # the holder took it while its lead still works
         gates.release("lead")
@@ -367,17 +373,7 @@ async def test_a_send_whose_message_is_cancelled_returns(tmp_path: Path) -> None
     path = tmp_path / "state.db"
     async with live_tree(path, gates) as (holder, other, tasks):
         root = next(iter(holder.commands.ready))
-        queued = asyncio.Event()
-
-        def on_event(event: object) -> None:
-            if (
-                isinstance(event, SessionEventPosted)
-                and isinstance(splice := event.record.event, InboxSpliced)
-                and any(m.text == "Never mind" for m in splice.inserted)
-            ):
-                queued.set()
-
-        holder.subscribe(on_event)
+        queued = queued_in(holder, "Never mind")
         sending = tasks.create_task(other.send(root, "lead", "Never mind"))
         await queued.wait()
         lead = holder.agents[root]
