@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..core import Budget, RunResult, is_held, list_sessions
+from ..core import Budget, RunResult, event_json, is_held, list_sessions
 from ..definitions import AgentDefinition
 from ..delegation import DelegationOptions, Placement, find_member, load_tree, tree_json
 from ..ids import SessionId
@@ -54,7 +54,7 @@ from ._options import (
     StreamOpt,
     TenantOpt,
 )
-from ._render import dumps, event_json, render_log, render_sessions, render_tree, result_json
+from ._render import dumps, render_log, render_sessions, render_tree, result_json
 from ._stream import StreamPrinter
 from ._watch import DEFAULT_INTERVAL, watch
 

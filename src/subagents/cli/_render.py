@@ -6,8 +6,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
-
 from ..core import CONTEXT_SOURCE, RunResult, SessionRow, iso
 from ..messages import AssistantMessage
 from ..sessions import (
@@ -22,17 +20,11 @@ from ..sessions import (
     UserMessageEvent,
 )
 
-__all__ = ["dumps", "event_json", "render_log", "render_sessions", "render_tree", "result_json"]
+__all__ = ["dumps", "render_log", "render_sessions", "render_tree", "result_json"]
 
 
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2)
-
-
-def event_json(record: EventRecord) -> dict[str, Any]:
-    payload: dict[str, Any] = msgspec.to_builtins(record.event)
-    payload.pop("kind", None)
-    return {"seq": record.seq, "kind": record.kind, "time": iso(record.time), "payload": payload}
 
 
 def render_sessions(rows: Sequence[SessionRow]) -> str:

@@ -29,9 +29,9 @@ from ..core import (
     AgentTextDelta,
     PostedRecords,
     SessionEventPosted,
+    event_json,
 )
 from ..sessions import EventRecord
-from ._render import event_json
 
 __all__ = [
     "STREAM_VERSION",

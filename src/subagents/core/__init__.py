@@ -23,10 +23,11 @@ from ._control import (
     ControlServer as ControlServer,
     wake_holder as wake_holder,
 )
-from ._inbox import replay_inbox as replay_inbox
+from ._inbox import Inbox as Inbox, replay_inbox as replay_inbox
 from ._inspect import (
     SessionRow as SessionRow,
     TreeRow as TreeRow,
+    event_json as event_json,
     is_held as is_held,
     iso as iso,
     lease_alive as lease_alive,
@@ -65,6 +66,7 @@ __all__ = [
     "CancelCause",
     "ControlServer",
     "EventBus",
+    "Inbox",
     "Ledger",
     "LiveEvent",
     "PostedRecords",
@@ -78,6 +80,7 @@ __all__ = [
     "WorkTracker",
     "check_max_tokens",
     "default_store_path",
+    "event_json",
     "is_held",
     "iso",
     "lease_alive",

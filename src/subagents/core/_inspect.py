@@ -7,7 +7,9 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
+
+import msgspec
 
 from ..ids import SessionId
 from ..messages import Usage
@@ -31,6 +33,7 @@ __all__ = [
     "MessageTrace",
     "SessionRow",
     "TreeRow",
+    "event_json",
     "is_held",
     "lease_alive",
     "list_sessions",
@@ -50,6 +53,13 @@ def tree_status(view: StatusView, *, held: bool = True) -> Status:
 def iso(timestamp: float) -> str:
     """A POSIX timestamp as ISO 8601 in UTC with a `Z` suffix, as listings show times."""
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+def event_json(record: EventRecord) -> dict[str, Any]:
+    """One durable event as `subagents log --json` prints it: `seq`, `kind`, `time`, `payload`."""
+    payload: dict[str, Any] = msgspec.to_builtins(record.event)
+    payload.pop("kind", None)
+    return {"seq": record.seq, "kind": record.kind, "time": iso(record.time), "payload": payload}
 
 
 @dataclass(frozen=True, slots=True)
