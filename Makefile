@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CODE := $(wildcard src tests bench)
 COVERAGE_FLOOR := 90
 
-.PHONY: install sandbox-deps demo check format lint typecheck test bench hooks clean
+.PHONY: install sandbox-deps browser-deps demo check format lint typecheck test bench hooks clean
 
 # The runtime alone (what `make demo` needs); the dev tools come on top for `make check`.
 $(RUNTIME_STAMP): pyproject.toml | sandbox-deps
@@ -16,7 +16,7 @@ $(RUNTIME_STAMP): pyproject.toml | sandbox-deps
 	$(BIN)/pip install --quiet -e .
 	touch $(RUNTIME_STAMP)
 
-$(STAMP): $(RUNTIME_STAMP)
+$(STAMP): $(RUNTIME_STAMP) | browser-deps
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
@@ -31,6 +31,18 @@ sandbox-deps:
 	      || echo "note: could not install bubblewrap; sandboxed runs fall back to Landlock"; \
 	  else \
 	    echo "note: bubblewrap (bwrap) is missing; sandboxed runs fall back to Landlock (Debian: sudo apt-get install bubblewrap)"; \
+	  fi; }
+
+# Debian's chromium runs the web console's browser tests (tests/web/test_browser.py, driven by
+# Playwright). Installed where missing when we are root with apt; otherwise those tests skip
+# locally (and fail under CI, which must run them).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+	      || echo "note: could not install chromium; the browser tests will not run"; \
+	  else \
+	    echo "note: chromium is missing; the browser tests skip (Debian: sudo apt-get install chromium)"; \
 	  fi; }
 
 demo: $(RUNTIME_STAMP)

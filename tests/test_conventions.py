@@ -41,8 +41,9 @@ LAYERS = {
     "workflows": 7,
     "testing": 8,
     "__init__": 8,
-    "cli": 9,
-    "__main__": 10,
+    "web": 9,
+    "cli": 10,
+    "__main__": 11,
 }
 LINE_CEILING = 1000
 LINE_CEILING_ALLOWLIST: dict[str, str] = {}

@@ -145,6 +145,10 @@ class ErrorCode(StrEnum):
     AGENT_RESULT = "AGENT_RESULT"
     RESULT_UNSERIALIZABLE = "RESULT_UNSERIALIZABLE"
     WORKFLOW_FAILED = "WORKFLOW_FAILED"
+    # web console (docs/web.md)
+    BAD_REQUEST = "BAD_REQUEST"
+    BAD_ORIGIN = "BAD_ORIGIN"
+    BAD_HOST = "BAD_HOST"
     # sandbox
     SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"
     # run failures

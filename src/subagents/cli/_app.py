@@ -57,6 +57,7 @@ from ._options import (
 from ._render import dumps, render_log, render_sessions, render_tree, result_json
 from ._stream import StreamPrinter
 from ._watch import DEFAULT_INTERVAL, watch
+from ._web import web
 
 __all__ = ["app"]
 
@@ -586,3 +587,4 @@ def log(
 
 
 app.command(cls=SessionCommand)(watch)
+app.command()(web)

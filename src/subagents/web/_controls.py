@@ -1,0 +1,94 @@
+"""The console's buttons: checked here against the store, then run as a CLI process (`Jobs`).
+
+What can be known before a process starts is refused at once, with the code the CLI command
+would give: the session is not the tenant's, the name is no member, the message is empty or
+too long, a one-shot child cannot take messages. What only the process learns (the holder
+refused, the model failed) is in the job's outcome.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..delegation import check_takes_messages, find_member, load_tree
+from ..errors import ErrorCode, UsageError
+from ..sessions import MAX_COMMAND_TEXT
+from ._jobs import Job, Jobs
+from ._trees import Trees
+
+__all__ = ["Controls", "check_text"]
+
+
+def check_text(value: object, what: str, *, required: bool = True) -> str | None:
+    """`value` when it is text a command can carry; `USAGE` or `BAD_REQUEST` otherwise."""
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"{what} must be a string", code=ErrorCode.BAD_REQUEST)
+    if required and not value.strip():
+        raise UsageError(f"{what} must not be empty", code=ErrorCode.USAGE)
+    if len(value) > MAX_COMMAND_TEXT:
+        raise UsageError(
+            f"{what} is longer than {MAX_COMMAND_TEXT} characters", code=ErrorCode.USAGE
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{what} is not valid Unicode text", code=ErrorCode.BAD_REQUEST) from None
+    if "\x00" in value:
+        raise UsageError(f"{what} contains a NUL character", code=ErrorCode.BAD_REQUEST)
+    return value
+
+
+class Controls:
+    """Send, steer, interrupt, resume and run, for one tenant's console."""
+
+    def __init__(self, trees: Trees, jobs: Jobs, *, model: str | None) -> None:
+        self._trees = trees
+        self._jobs = jobs
+        self._model = model
+
+    async def message(self, kind: str, root_id: str, body: dict[str, Any]) -> Job:
+        """`send` or `steer` `body["message"]` to member `body["name"]`."""
+        assert kind in ("send", "steer")
+        root = await self._trees.root(root_id)
+        name = check_text(body.get("name"), "name")
+        message = check_text(body.get("message"), "the message")
+        assert name is not None
+        assert message is not None
+        target = await find_member(self._trees.store, root, name)
+        check_takes_messages(await load_tree(self._trees.store, root), target.id)
+        return await self._jobs.start(
+            "send" if kind == "send" else "steer",
+            [root.id, name, message],
+            root=root.id,
+            name=name,
+        )
+
+    async def interrupt(self, root_id: str, body: dict[str, Any]) -> Job:
+        root = await self._trees.root(root_id)
+        name = check_text(body.get("name"), "name")
+        assert name is not None
+        await find_member(self._trees.store, root, name)
+        return await self._jobs.start("interrupt", [root.id, name], root=root.id, name=name)
+
+    async def resume(self, root_id: str, body: dict[str, Any]) -> Job:
+        root = await self._trees.root(root_id)
+        prompt = check_text(body.get("prompt"), "the prompt", required=False)
+        arguments = [root.id] if not prompt else [root.id, prompt]
+        return await self._jobs.start("resume", arguments, root=root.id, name=None)
+
+    async def run(self, body: dict[str, Any]) -> Job:
+        prompt = check_text(body.get("prompt"), "the prompt")
+        model = check_text(body.get("model"), "the model", required=False) or self._model
+        assert prompt is not None
+        if model is None:
+            raise UsageError(
+                "no model: give one in the form, or start the console with --model",
+                code=ErrorCode.MODEL_MISSING,
+            )
+        if prompt == "-":
+            raise UsageError("the prompt `-` means stdin to the CLI: give the task itself")
+        return await self._jobs.start(
+            "run", [prompt], options=("--model", model), root=None, name=None
+        )

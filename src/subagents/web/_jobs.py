@@ -1,0 +1,206 @@
+"""The console's controls run as CLI processes: `subagents send|steer|interrupt|resume|run`.
+
+So the console never holds a tree and never runs an agent: a tree another process holds takes
+the command through its control channel, and a tree nobody holds is taken and run by the new
+process, exactly as when a person types the command. A job is one such process; the console
+keeps what it reported (exit status, last error line, result) for the jobs list.
+
+Each process starts in a session of its own: a run started from the console goes on when the
+console stops (or is stopped with Ctrl-C), as a run started from a terminal would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from .._task_owner import TaskOwner
+from ..errors import ErrorCode, UsageError
+
+__all__ = ["MAX_RUNNING", "Job", "JobKind", "Jobs"]
+
+JobKind = Literal["send", "steer", "interrupt", "resume", "run"]
+MAX_RUNNING = 32
+"""Jobs running at once; one more is refused (`BAD_REQUEST`) until one ends."""
+_HISTORY = 100
+_OUTPUT_BYTES = 1 << 20
+"""What is kept of a job's stdout (its `--json` result); a stream's lines are read and dropped."""
+_LINE_BYTES = 16 << 20
+"""The longest line of a `--stream` read (one event: a long tool result fits)."""
+_ERROR_CHARS = 500
+
+
+@dataclass(slots=True)
+class Job:
+    """One control process and what it reported."""
+
+    id: int
+    kind: JobKind
+    root: str | None
+    name: str | None
+    started_at: float
+    pid: int = 0
+    state: Literal["running", "done", "failed"] = "running"
+    exit_code: int | None = None
+    error: str | None = None
+    result: Any = None
+    session_id: str | None = None
+    ended_at: float | None = None
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "root": self.root,
+            "name": self.name,
+            "state": self.state,
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "result": self.result,
+            "session_id": self.session_id,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+        }
+
+
+def _json_object(line: bytes) -> dict[str, Any] | None:
+    try:
+        item: object = json.loads(line)
+    except ValueError:
+        return None
+    return cast("dict[str, Any]", item) if isinstance(item, dict) else None
+
+
+class Jobs:
+    """Starts the control processes of one console and follows them to their end."""
+
+    def __init__(self, *, store: Path, tenant: str, cwd: Path | None = None) -> None:
+        self._store = store
+        self._tenant = tenant
+        self._cwd = cwd
+        self._jobs: deque[Job] = deque(maxlen=_HISTORY)
+        self._next_id = 1
+        self._tasks = TaskOwner("web console jobs")
+        self.version = 0
+        """Counts changes to any job: a stream sends the list again when it moved."""
+
+    def listing(self, root: str | None = None) -> list[dict[str, Any]]:
+        """The jobs, newest first (only `root`'s when given)."""
+        jobs = [j for j in reversed(self._jobs) if root is None or j.root == root]
+        return [j.to_json() for j in jobs]
+
+    def get(self, job_id: int) -> Job | None:
+        return next((j for j in self._jobs if j.id == job_id), None)
+
+    @property
+    def running(self) -> list[Job]:
+        return [j for j in self._jobs if j.state == "running"]
+
+    async def start(
+        self,
+        kind: JobKind,
+        arguments: Sequence[str],
+        *,
+        options: tuple[str, ...] = (),
+        root: str | None,
+        name: str | None,
+    ) -> Job:
+        """Start `subagents KIND OPTIONS -- ARGUMENTS` with the console's store and tenant.
+
+        `arguments` are positional: they follow `--`, so a message starting with `-` is text,
+        never an option.
+        """
+        if len(self.running) >= MAX_RUNNING:
+            raise UsageError(
+                f"{MAX_RUNNING} commands are running already; wait for one to end",
+                code=ErrorCode.BAD_REQUEST,
+            )
+        output = ["--stream"] if kind == "run" else ["--json"]
+        argv = [
+            sys.executable,
+            "-m",
+            "subagents",
+            kind,
+            "--store",
+            str(self._store),
+            "--tenant",
+            self._tenant,
+            *output,
+            *options,
+            "--",
+            *arguments,
+        ]
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=self._cwd,
+            env=dict(os.environ),
+            start_new_session=True,
+            limit=_LINE_BYTES,
+        )
+        job = Job(
+            id=self._next_id,
+            kind=kind,
+            root=root,
+            name=name,
+            started_at=time.time(),
+            pid=process.pid,
+            session_id=root,
+        )
+        self._next_id += 1
+        self._jobs.append(job)
+        self.version += 1
+        self._tasks.spawn(self._follow(job, process), name=f"job {job.id}")
+        return job
+
+    async def _follow(self, job: Job, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        try:
+            async with asyncio.TaskGroup() as group:
+                errors = group.create_task(process.stderr.read(_OUTPUT_BYTES))
+                result = await self._read_output(job, process.stdout)
+                code = await process.wait()
+        finally:
+            self.version += 1
+        job.exit_code = code
+        job.result = result
+        lines = (errors.result().decode(errors="replace")).strip().splitlines()
+        job.error = lines[-1][:_ERROR_CHARS] if lines and code != 0 else None
+        job.state = "done" if code == 0 else "failed"
+        job.ended_at = time.time()
+        self.version += 1
+        job.ended.set()
+
+    async def _read_output(self, job: Job, stdout: asyncio.StreamReader) -> Any:
+        """The job's result: a `--json` object, or the last line of a `--stream`."""
+        if job.kind != "run":
+            raw = await stdout.read(_OUTPUT_BYTES)
+            with contextlib.suppress(ValueError):
+                return json.loads(raw)
+            return None
+        result = None
+        async for line in stdout:
+            item = _json_object(line)
+            if item is not None and job.session_id is None:
+                job.session_id = str(item.get("session_id") or "") or None
+                self.version += 1
+            if item is not None and item.get("type") == "result":
+                result = item
+        return result
+
+    async def aclose(self) -> None:
+        """Stop following the jobs (the processes go on: they are runs of their own)."""
+        await self._tasks.aclose()

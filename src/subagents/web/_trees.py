@@ -1,0 +1,133 @@
+"""The console's read side: the tenant's trees, followed from the store and shared by pages.
+
+Each tree a page looks at is a `WatchedTree` (the same fold `subagents watch` uses), kept here
+so that every page and stream of one tree shares one follower: a refresh reads only what was
+committed since the last one, and a store nobody wrote to costs one cheap query. The console
+never writes and never holds a tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from ..core import event_json, iso
+from ..delegation import WatchedTree
+from ..errors import NotFoundError
+from ..ids import SessionId
+from ..sessions import EventStore, SessionHeader
+
+__all__ = ["MAX_RECORDS", "MAX_SESSIONS", "Trees"]
+
+MAX_SESSIONS = 200
+"""The sessions page lists the newest this many root sessions."""
+MAX_RECORDS = 500
+"""Records in one page of a member's transcript."""
+_CAPACITY = 256
+"""Trees kept followed; the least recently looked at is dropped (and re-read if needed)."""
+_SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+class Trees:
+    """The followed trees of one tenant's store."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        tenant: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.tenant = tenant
+        self._clock = clock
+        self._trees: OrderedDict[SessionId, WatchedTree] = OrderedDict()
+        self._locks: dict[SessionId, asyncio.Lock] = {}
+
+    async def root(self, reference: str) -> SessionHeader:
+        """The tenant's root session `reference` (its id); `NOT_FOUND` for anything else.
+
+        Another tenant's session, a child's id and garbage all read as not found, with no
+        hint of which: a console of one tenant learns nothing of another's.
+        """
+        if not _SESSION_ID.fullmatch(reference):
+            raise NotFoundError(f"no session {reference[:80]!r}: give a root session's id")
+        try:
+            header = await self.store.get_header(SessionId(reference), tenant=self.tenant)
+        except NotFoundError:
+            header = None
+        if header is None or header.parent is not None:
+            raise NotFoundError(f"no root session {reference} in this console's tenant")
+        return header
+
+    async def current(self, root: SessionHeader) -> WatchedTree:
+        """`root`'s tree, with what was committed since it was last looked at folded in."""
+        watched = self._trees.get(root.id)
+        if watched is None:
+            watched = WatchedTree(self.store, root, clock=self._clock)
+            self._trees[root.id] = watched
+            if len(self._trees) > _CAPACITY:
+                dropped, _ = self._trees.popitem(last=False)
+                self._locks.pop(dropped, None)
+        self._trees.move_to_end(root.id)
+        lock = self._locks.setdefault(root.id, asyncio.Lock())
+        async with lock:  # one refresh at a time: a follower reads from where it stopped
+            await watched.refresh()
+        return watched
+
+    async def member(self, root: SessionHeader, reference: str) -> tuple[WatchedTree, SessionId]:
+        """The tree and the session id of one of its members; `NOT_FOUND` if it is not one."""
+        watched = await self.current(root)
+        session_id = SessionId(reference)
+        if not _SESSION_ID.fullmatch(reference) or session_id not in watched.view:
+            raise NotFoundError(f"no member {reference[:80]!r} in session {root.id}")
+        return watched, session_id
+
+    async def sessions(self, query: str | None = None) -> list[dict[str, Any]]:
+        """The newest root sessions (at most `MAX_SESSIONS`), each as the sessions page shows it.
+
+        `query` keeps the rows whose id, status or first prompt contains it (any case).
+        """
+        headers = await self.store.list_headers(tenant=self.tenant, roots_only=True)
+        rows = [session_row(await self.current(header)) for header in headers[:MAX_SESSIONS]]
+        if query:
+            needle = query.lower()
+            rows = [r for r in rows if needle in _haystack(r)]
+        return rows
+
+    async def records(
+        self, root: SessionHeader, reference: str, *, from_seq: int, limit: int
+    ) -> dict[str, Any]:
+        """One page of a member's events from `from_seq`, as `subagents log --json` prints them."""
+        _, session_id = await self.member(root, reference)
+        records = await self.store.read(session_id, tenant=self.tenant, from_seq=from_seq)
+        page = records[:limit]
+        return {
+            "records": [event_json(r) for r in page],
+            "next": page[-1].seq + 1 if page else from_seq,
+        }
+
+
+def session_row(watched: WatchedTree) -> dict[str, Any]:
+    """One root session as the sessions page lists it."""
+    view = watched.view
+    rows = view.rows(held=watched.held, now=time.time())
+    usage = view.usage_rows()[0]["total_usage"]
+    details = view.details(view.root.id)
+    return {
+        "session_id": view.root.id,
+        "created_at": iso(view.root.created_at),
+        "status": str(rows[0].status),
+        "held": watched.held,
+        "members": len(rows),
+        "total_usage": usage,
+        "prompt": details["prompt"],
+    }
+
+
+def _haystack(row: dict[str, Any]) -> str:
+    return " ".join(str(row[key] or "") for key in ("session_id", "status", "prompt")).lower()
