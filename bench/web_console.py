@@ -221,7 +221,7 @@ def browser_paint(url: str, root: str, members: int) -> float | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or '').splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--members", type=int, default=2000)
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--json", action="store_true")

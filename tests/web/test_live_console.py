@@ -122,6 +122,15 @@ def test_the_console_follows_a_running_tree_and_controls_it(
                 ended = wait_until(lambda: job_ended(console, job["id"]), "the interrupt job")
                 assert ended["state"] == "done", ended
                 assert ended["result"]["interrupted"] is True
+                # A steer joins the lead's running turn (it waits in bash).
+                job = post(
+                    console,
+                    f"/api/sessions/{root}/steer",
+                    {"name": "lead", "message": "Also check the tests"},
+                )
+                steered = wait_until(lambda: job_ended(console, job["id"]), "the steer job")
+                assert steered["state"] == "done", steered
+                assert steered["result"]["placement"] == "joined"
                 assert holder.poll() is None  # the tree never left its holder
 
             # A message to the worker reaches it in the running tree; its answer tails live.
@@ -166,6 +175,7 @@ def test_the_console_follows_a_running_tree_and_controls_it(
     commands = view.commands()
     assert [(kind, state) for _, kind, state, _ in commands] == [
         ("interrupt", "done"),
+        ("steer", "done"),
         ("send", "done"),
     ]
 

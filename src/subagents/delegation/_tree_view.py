@@ -219,11 +219,14 @@ class TreeView:
         self.root = root
         self._members: dict[SessionId, _Member] = {root.id: _Member(root)}
 
+    def add(self, header: SessionHeader) -> None:
+        """Know of a member before its first record (its session exists in the store)."""
+        if header.id not in self._members:
+            self._members[header.id] = _Member(header)
+
     def apply(self, header: SessionHeader, record: EventRecord) -> None:
-        member = self._members.get(header.id)
-        if member is None:
-            member = self._members[header.id] = _Member(header)
-        member.apply(record)
+        self.add(header)
+        self._members[header.id].apply(record)
 
     @property
     def has_work(self) -> bool:
@@ -232,6 +235,9 @@ class TreeView:
 
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._members
+
+    def __len__(self) -> int:
+        return len(self._members)
 
     def last_seq(self, session_id: SessionId) -> int:
         """The seq of the member's last record folded in (-1: none yet)."""
@@ -446,10 +452,13 @@ class WatchedTree:
         # released lease is never paired with turns it left open a moment ago.
         held = await is_held(self._store, self.view.root.id, now=time.time())
         self._checked = now
+        known = len(self.view)
         batch = await self._follower.poll()
+        for header in self._follower.members:
+            self.view.add(header)
         for header, record in batch:
             self.view.apply(header, record)
-        if batch or held != self.held:
+        if batch or held != self.held or len(self.view) != known:
             self.version += 1
         self.held = held
         return batch
