@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx2 as httpx
 
-from subagents.ids import new_message_id, new_session_id
+from subagents.ids import SessionId, new_message_id, new_session_id
 from subagents.messages import AssistantMessage, TextBlock, ToolResultMessage, Usage
 from subagents.sessions import (
     AssistantMessageEvent,
@@ -113,10 +113,15 @@ async def write_events(path: Path, children: list[str], events: int) -> tuple[fl
                 EventRecord(seq + 1, time.time(), ToolResultEvent(turn=1, step=1, message=result)),
             ]
             next_seq[child] = seq + 2
-            store.append(child, records)  # type: ignore[arg-type]
+            store.append(SessionId(child), records)
             last = child
             if i % 200 == 0:
                 await store.flush()
+        # The last write opens a turn of the first child: a change of status the stream shows.
+        first = children[0]
+        store.append(
+            SessionId(first), [EventRecord(next_seq[first], time.time(), TurnStart(turn=2))]
+        )
         await store.flush()
     return started, last
 
@@ -169,12 +174,15 @@ def stream_rate(
             if not line.startswith("data:"):
                 continue
             batches += 1
-            if writer.poll() is not None and _caught_up(client, root, expected):
-                done = time.monotonic()
+            rows = json.loads(line[5:]).get("rows", [])
+            if any(r["session_id"] == children[0] and r["status"] == "crashed" for r in rows):
+                done = time.monotonic()  # the batch that carries the last write
                 break
-    assert done is not None, "the stream ended before it showed every write"
+    assert done is not None, "the stream ended before it showed the last write"
     out, _ = writer.communicate()
     started = float(out.strip())
+    while not _caught_up(client, root, expected):  # every write is there, not only the last
+        done = time.monotonic()
     return events / (done - started), batches
 
 

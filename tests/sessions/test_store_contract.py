@@ -206,6 +206,10 @@ async def test_every_event_kind_round_trips(store: EventStore) -> None:
     assert await store.read(session.id, tenant="default") == written
     assert await store.read(session.id, tenant="default", from_seq=5) == written[5:]
     assert await store.read(session.id, tenant="default", from_seq=len(written)) == []
+    # A page of a log: at most `limit` records from `from_seq`.
+    assert await store.read(session.id, tenant="default", from_seq=2, limit=3) == written[2:5]
+    assert await store.read(session.id, tenant="default", limit=0) == []
+    assert await store.read(session.id, tenant="default", from_seq=4, limit=10**6) == written[4:]
 
 
 async def test_seqs_must_continue_the_log(store: EventStore) -> None:

@@ -10,6 +10,7 @@ saved as test artifacts (`build/test-artifacts/web/`).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Generator
 from pathlib import Path
@@ -159,3 +160,26 @@ def test_a_browser_without_the_token_is_refused(
             assert context.cookies() == []
         finally:
             context.close()
+
+
+def test_a_member_whose_process_died_is_marked_and_the_tree_let_go(
+    page: Page, tmp_path: Path, home: Path, store: Path
+) -> None:
+    spec = write_script(tmp_path / "s.yaml", LIVE_SCRIPT)
+    view = StoreView(store)
+    with started(home, tmp_path) as start:
+        holder = start("run", "Go", "--model", spec)
+        root = wait_until(lambda: view.roots(), "the root session")[0]
+        with console_process(home, tmp_path, store=store) as console:
+            page.goto(console.url)
+            page.goto(f"{console.base}/#/s/{root}")
+            lead = member_row(page, "lead")
+            expect(lead.locator(".status")).to_have_text("running")
+            expect(page.locator("#held")).to_have_text("held")
+            holder.kill()
+            holder.wait()  # reaped: its pid is gone, as after any SIGKILL
+            # No commit follows a kill: the console notices from the lease alone.
+            expect(page.locator("#held")).to_have_text("not held")
+            expect(lead.locator(".status")).to_have_text("crashed")
+            expect(lead).to_have_class(re.compile(r"\bcrashed\b"))
+            expect(member_row(page, "worker")).to_have_class(re.compile(r"\bcrashed\b"))

@@ -535,6 +535,10 @@ def test_a_run_without_a_model_is_refused_when_the_console_has_none(store: Path)
             {"prompt": "go", "model": None},
         ):
             assert_error(page.post("/api/runs", body), 400, "MODEL_MISSING")
+        # A model the form names is checked before any process starts.
+        for spec in ("bogus", "openai:", "scripted:", "--tenant=evil"):
+            body = {"prompt": "go", "model": spec}
+            assert_error(page.post("/api/runs", body), 400, "MODEL_SPEC_INVALID")
 
 
 # --- query parameters ----------------------------------------------------------------------
@@ -695,11 +699,26 @@ def test_a_remote_bind_with_allow_remote_warns_and_still_needs_the_token(
         address = next(line for line in lines if "/?token=" in line).strip()
         assert lines.index(warnings[0]) < lines.index(address + "\n")
         url = address.split("subagents web: ", 1)[1]
-        assert url.startswith("http://0.0.0.0:")
+        assert url.startswith("http://127.0.0.1:")  # a wildcard bind prints a reachable name
         port = int(url.split(":")[2].split("/")[0])
         token = url.split("?token=")[1]
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=WAIT_SECONDS) as client:
+            # A page reached under another name (a LAN address) may change things from its
+            # own origin, with the cookie; a foreign origin still may not.
+            lan = {"host": f"192.0.2.2:{port}", "cookie": f"subagents-console-{port}={token}"}
+            own = client.post(
+                "/api/runs",
+                json={"prompt": "go"},
+                headers={**lan, "origin": f"http://192.0.2.2:{port}"},
+            )
+            assert_error(own, 400, "MODEL_MISSING")  # past the guard: refused for its body
+            foreign = client.post(
+                "/api/runs",
+                json={"prompt": "go"},
+                headers={**lan, "origin": "http://evil.example"},
+            )
+            assert_error(foreign, 403, "BAD_ORIGIN")
             assert_error(client.get("/api/info"), 401, "UNAUTHORIZED")
             assert_error(
                 client.get("/api/info", headers={"authorization": "Bearer nope"}),

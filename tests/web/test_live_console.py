@@ -216,3 +216,27 @@ def test_a_run_started_and_resumed_from_the_console(
         assert failed["error"].startswith("subagents: error: ")
         listed = client.get("/api/jobs").json()["jobs"]
         assert [j["id"] for j in listed] == [broken["id"], again["id"], job["id"]]
+
+
+def test_a_job_keeps_a_large_result_whole(tmp_path: Path, home: Path, store: Path) -> None:
+    big = "x" * 300_000  # several pipe reads: the result is read to its end
+    script = f"""
+lead:
+  - calls:
+      - {{tool: subagent, args: {{name: keeper, description: Keep, prompt: Keep,
+          run_in_background: true}}}}
+  - text: lead done
+  - text: lead done
+  - text: lead done
+keeper:
+  - text: ready
+  - text: {big}
+"""
+    spec = write_script(tmp_path / "big.yaml", script)
+    with console_process(home, tmp_path, "--model", spec, store=store) as console:
+        ran = post(console, "/api/runs", {"prompt": "go"})
+        root = wait_until(lambda: job_ended(console, ran["id"]), "the run")["session_id"]
+        job = post(console, f"/api/sessions/{root}/send", {"name": "keeper", "message": "all"})
+        sent = wait_until(lambda: job_ended(console, job["id"]), "the send")
+    assert sent["state"] == "done", sent
+    assert sent["result"]["output"] == big

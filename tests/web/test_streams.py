@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -155,3 +157,40 @@ async def test_the_sessions_stream_sends_the_list_when_it_changed(tmp_path: Path
         ]
     # The other tenant's session is never listed; the newest comes first.
     assert lists == [[first], [second, first]]
+
+
+async def test_a_released_lease_alone_is_sent(tmp_path: Path) -> None:
+    """The holder's last commit comes before it lets go: `held` must still reach the page."""
+    now = time.time()
+    root = new_session_id()
+    holder = f"test@{socket.gethostname()}/{os.getpid()}"
+    ticks = iter(range(0, 10_000, 2))  # seconds: every look is due to read the lease again
+    async with SqliteEventStore(tmp_path / "state.db") as store:
+        lead = SessionHeader(id=root, tenant="default", created_at=now, cwd="/")
+        store.create(lead)
+        done = [TurnStart(turn=1), answer("done"), TurnEnd(turn=1, reason="completed")]
+        store.append(root, [EventRecord(i, now, e) for i, e in enumerate(done)])
+        await store.flush()
+        await store.acquire_lease(root, holder=holder, pid=os.getpid(), now=now, ttl=60)
+        trees = Trees(store, "default", clock=lambda: float(next(ticks)))
+        jobs = Jobs(store=tmp_path / "state.db", tenant="default")
+
+        async def release() -> None:
+            await store.release_lease(root, holder=holder)
+
+        plan: list[Callable[[], Awaitable[None]] | None] = [None, release, None]
+
+        async def sleep(seconds: float) -> None:
+            if not plan:
+                raise PlanDone
+            step = plan.pop(0)
+            if step is not None:
+                await step()
+
+        sent = await drain(
+            tree_stream(trees, jobs, lead, member=None, from_seq=0, interval=0.1, sleep=sleep)
+        )
+        await jobs.aclose()
+    batches = [data for name, data in sent if name == "tree"]
+    assert [(b["held"], len(b["rows"])) for b in batches] == [(True, 1), (False, 0)]
+    assert batches[0]["rows"][0]["status"] == "completed"

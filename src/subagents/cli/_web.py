@@ -87,10 +87,11 @@ def web(
         if not is_loopback(listener.host):
             typer.echo(
                 f"subagents web: warning: listening on {listener.authority}, beyond this "
-                "machine; anyone who reaches it with the token can run agents as you",
+                "machine, without TLS; anyone who reaches it with the token can run agents "
+                "as you",
                 err=True,
             )
-        typer.echo(f"subagents web: http://{listener.authority}/?token={door.token}", err=True)
+        typer.echo(f"subagents web: http://{listener.address}/?token={door.token}", err=True)
 
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn takes Ctrl-C; a second one ends it
         asyncio.run(serve(config, listener, ready=ready))

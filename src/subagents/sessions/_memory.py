@@ -72,10 +72,12 @@ class InMemoryEventStore(AsyncResource):
         return _done()
 
     async def read(
-        self, session_id: SessionId, *, tenant: str, from_seq: int = 0
+        self, session_id: SessionId, *, tenant: str, from_seq: int = 0, limit: int | None = None
     ) -> list[EventRecord]:
         await self.get_header(session_id, tenant=tenant)
-        return list(self._logs[session_id][from_seq:])
+        start = max(from_seq, 0)
+        end = None if limit is None else start + max(limit, 0)
+        return list(self._logs[session_id][start:end])
 
     async def get_header(self, session_id: SessionId, *, tenant: str) -> SessionHeader:
         self._check_open()

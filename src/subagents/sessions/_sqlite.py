@@ -504,10 +504,12 @@ class SqliteEventStore(AsyncResource):
     # reads
 
     async def read(
-        self, session_id: SessionId, *, tenant: str, from_seq: int = 0
+        self, session_id: SessionId, *, tenant: str, from_seq: int = 0, limit: int | None = None
     ) -> list[EventRecord]:
         self._check_open()
-        records = await asyncio.to_thread(self._read, session_id, tenant, max(from_seq, 0))
+        records = await asyncio.to_thread(
+            self._read, session_id, tenant, max(from_seq, 0), -1 if limit is None else limit
+        )
         known = self._next.get(session_id)
         if known is not None and records and records[-1].seq >= known:
             # Another process wrote the session since this store did (a child run elsewhere
@@ -557,14 +559,16 @@ class SqliteEventStore(AsyncResource):
             raise NotFoundError(f'session "{session_id}" not found')
         return decode_header(row[0])
 
-    def _read(self, session_id: SessionId, tenant: str, from_seq: int) -> list[EventRecord]:
+    def _read(
+        self, session_id: SessionId, tenant: str, from_seq: int, limit: int
+    ) -> list[EventRecord]:
         sql = "SELECT 1 FROM sessions WHERE id = ? AND tenant = ?"
         if self._query(sql, (session_id, tenant), one=True) is None:
             raise NotFoundError(f'session "{session_id}" not found')
-        rows = self._query(
+        rows = self._query(  # LIMIT -1: no limit
             "SELECT seq, kind, v, time, payload FROM events "
-            "WHERE session_id = ? AND seq >= ? ORDER BY seq",
-            (session_id, from_seq),
+            "WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+            (session_id, from_seq, limit),
         )
         records: list[EventRecord] = []
         for offset, (seq, kind, v, stamp, payload) in enumerate(rows):

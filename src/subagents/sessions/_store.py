@@ -43,8 +43,8 @@ class EventStore(Protocol):
       enqueues synchronously (so two calls made in order are committed in order) and returns
       an asyncio future that resolves once the records are durable (in the SQLite WAL); a
       failure leaves none of that call's records stored.
-    - `read` returns records in seq order from `from_seq`; `get_header` and `read` raise
-      `NotFoundError` for an unknown id or an id of another tenant.
+    - `read` returns records in seq order from `from_seq` (at most `limit`); `get_header` and
+      `read` raise `NotFoundError` for an unknown id or an id of another tenant.
     - `list_headers` returns headers newest first; `roots_only` keeps sessions without a parent.
     - Lifecycle: `async with` opens, `aclose()` drains pending appends and closes, is safe to call
       twice; use after close raises `ClosedError`.
@@ -70,8 +70,10 @@ class EventStore(Protocol):
     ) -> asyncio.Future[None]: ...
 
     async def read(
-        self, session_id: SessionId, *, tenant: str, from_seq: int = 0
-    ) -> list[EventRecord]: ...
+        self, session_id: SessionId, *, tenant: str, from_seq: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        """The session's records from `from_seq` in seq order, at most `limit` of them."""
+        ...
 
     async def get_header(self, session_id: SessionId, *, tenant: str) -> SessionHeader: ...
 

@@ -295,6 +295,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return _error(code, message, status)
 
 
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    # Starlette re-raises after this answer, so the traceback still reaches the console's log.
+    return _error(ErrorCode.INTERNAL, "the console failed on this request; see its log", 500)
+
+
 def create_app(config: ConsoleConfig) -> ConsoleGuard:
     """The console for `config`, behind its guard (an ASGI app for uvicorn or a test client)."""
 
@@ -313,7 +318,7 @@ def create_app(config: ConsoleConfig) -> ConsoleGuard:
     app = Starlette(
         routes=ROUTES,
         lifespan=lifespan,
-        exception_handlers={HTTPException: _http_error},
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )
     app.router.redirect_slashes = False  # `/api/info/` is not found, not a redirect
     return ConsoleGuard(app, config.door)

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..delegation import check_takes_messages, find_member, load_tree
 from ..errors import ErrorCode, UsageError
+from ..models import parse_model_spec
 from ..sessions import MAX_COMMAND_TEXT
 from ._jobs import Job, Jobs
 from ._trees import Trees
@@ -87,6 +88,7 @@ class Controls:
                 "no model: give one in the form, or start the console with --model",
                 code=ErrorCode.MODEL_MISSING,
             )
+        parse_model_spec(model)  # `MODEL_SPEC_INVALID` now, not as the job's failure
         if prompt == "-":
             raise UsageError("the prompt `-` means stdin to the CLI: give the task itself")
         return await self._jobs.start(

@@ -73,6 +73,23 @@ class Job:
         }
 
 
+async def _head(stream: asyncio.StreamReader, limit: int) -> bytes:
+    """The first `limit` bytes of everything `stream` carries; the rest is read and dropped."""
+    kept = bytearray()
+    while chunk := await stream.read(65536):
+        kept += chunk[: max(limit - len(kept), 0)]
+    return bytes(kept)
+
+
+async def _tail(stream: asyncio.StreamReader, limit: int) -> bytes:
+    """The last `limit` bytes of everything `stream` carries (the error line comes last)."""
+    kept = bytearray()
+    while chunk := await stream.read(65536):
+        kept += chunk
+        del kept[: max(len(kept) - limit, 0)]
+    return bytes(kept)
+
+
 def _json_object(line: bytes) -> dict[str, Any] | None:
     try:
         item: object = json.loads(line)
@@ -168,26 +185,32 @@ class Jobs:
     async def _follow(self, job: Job, process: asyncio.subprocess.Process) -> None:
         assert process.stdout is not None
         assert process.stderr is not None
+        code: int | None = None
+        result: Any = None
+        errors: asyncio.Task[bytes] | None = None
         try:
             async with asyncio.TaskGroup() as group:
-                errors = group.create_task(process.stderr.read(_OUTPUT_BYTES))
+                errors = group.create_task(_tail(process.stderr, _OUTPUT_BYTES))
                 result = await self._read_output(job, process.stdout)
                 code = await process.wait()
+        except Exception as exc:  # a broken pipe or an overlong line: the job is over for us
+            job.error = f"the console lost this command's output: {exc}"[:_ERROR_CHARS]
         finally:
+            # Always settled: a job left `running` would hold one of the slots for good.
+            job.exit_code = code
+            job.result = result
+            if code is not None and code != 0 and errors is not None and errors.done():
+                lines = errors.result().decode(errors="replace").strip().splitlines()
+                job.error = lines[-1][:_ERROR_CHARS] if lines else None
+            job.state = "done" if code == 0 else "failed"
+            job.ended_at = time.time()
             self.version += 1
-        job.exit_code = code
-        job.result = result
-        lines = (errors.result().decode(errors="replace")).strip().splitlines()
-        job.error = lines[-1][:_ERROR_CHARS] if lines and code != 0 else None
-        job.state = "done" if code == 0 else "failed"
-        job.ended_at = time.time()
-        self.version += 1
-        job.ended.set()
+            job.ended.set()
 
     async def _read_output(self, job: Job, stdout: asyncio.StreamReader) -> Any:
         """The job's result: a `--json` object, or the last line of a `--stream`."""
         if job.kind != "run":
-            raw = await stdout.read(_OUTPUT_BYTES)
+            raw = await _head(stdout, _OUTPUT_BYTES)
             with contextlib.suppress(ValueError):
                 return json.loads(raw)
             return None
@@ -196,6 +219,7 @@ class Jobs:
             item = _json_object(line)
             if item is not None and job.session_id is None:
                 job.session_id = str(item.get("session_id") or "") or None
+                job.root = job.session_id  # the run's own tree lists it from now on
                 self.version += 1
             if item is not None and item.get("type") == "result":
                 result = item

@@ -16,7 +16,7 @@ from typing import Any
 
 from sse_starlette import ServerSentEvent
 
-from ..delegation import MemberRow
+from ..delegation import MemberRow, WatchedTree
 from ..ids import SessionId
 from ..sessions import SessionHeader
 from ._jobs import Jobs
@@ -35,7 +35,7 @@ def _event(name: str, data: dict[str, Any]) -> ServerSentEvent:
 
 def _row_key(row: MemberRow) -> tuple[object, ...]:
     """What makes a row worth sending again (elapsed time is counted by the page)."""
-    return (row.revision, row.status, row.name, row.parent, row.label)
+    return (row.revision, row.status, row.name, row.parent, row.label, row.mode)
 
 
 async def tree_stream(
@@ -51,17 +51,19 @@ async def tree_stream(
     """Batches of `root`'s tree as it changes, and `member`'s records from `from_seq`."""
     sent: dict[SessionId, tuple[object, ...]] = {}
     order: list[SessionId] | None = None
-    seen_version = -1
+    held: bool | None = None
+    seen: tuple[WatchedTree, int] | None = None
     jobs_version = -1
     next_seq = from_seq
     while True:
         watched = await trees.current(root)
-        if watched.version != seen_version or order is None:
-            seen_version = watched.version
+        # The tree object too: one the cache dropped and read again counts from 0.
+        if seen != (watched, watched.version):
+            seen = (watched, watched.version)
             rows = watched.view.rows(held=watched.held, now=time.time())
             ids = [r.session_id for r in rows]
             changed = [r for r in rows if sent.get(r.session_id) != _row_key(r)]
-            if order is None or changed or ids != order:
+            if order is None or changed or ids != order or watched.held != held:
                 yield _event(
                     "tree",
                     {
@@ -73,6 +75,7 @@ async def tree_stream(
                 )
                 sent.update((r.session_id, _row_key(r)) for r in changed)
                 order = ids
+                held = watched.held
         if (
             member is not None
             and member in watched.view

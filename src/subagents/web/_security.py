@@ -113,8 +113,11 @@ class ConsoleGuard:
             )
         if not safe:
             origin = headers.get("origin")
+            own = door.origins
+            if door.hosts is None and "host" in headers:  # a remote bind: its own name counts
+                own = own | {f"http://{headers['host'].lower()}"}
             if (origin is None and not by_header) or (
-                origin is not None and origin.lower() not in door.origins
+                origin is not None and origin.lower() not in own
             ):
                 return _refuse(
                     403,

@@ -46,6 +46,13 @@ class Listener:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
 
+    @property
+    def address(self) -> str:
+        """Where a browser reaches it: a wildcard bind (`0.0.0.0`, `::`) via loopback."""
+        if ipaddress.ip_address(self.host).is_unspecified:
+            return f"127.0.0.1:{self.port}" if ":" not in self.host else f"[::1]:{self.port}"
+        return self.authority
+
 
 def listen(host: str, port: int, *, allow_remote: bool) -> Listener:
     """Bind `host:port`; a non-loopback host needs `allow_remote` (else `USAGE`)."""
@@ -79,13 +86,13 @@ def listen(host: str, port: int, *, allow_remote: bool) -> Listener:
 def console_door(listener: Listener, *, token: str | None = None) -> Door:
     """The door of a console on `listener`: a fresh token unless given, and its names."""
     port = listener.port
-    names = {f"{name}:{port}" for name in _LOOPBACK_NAMES}
+    names = {f"{name}:{port}" for name in _LOOPBACK_NAMES} | {listener.authority}
     loopback = is_loopback(listener.host)
-    if not loopback:
-        names.add(listener.authority)
     return Door(
         token=token or secrets.token_urlsafe(32),
         origins=frozenset(f"http://{name}" for name in names),
+        # A remote bind answers to whatever name reaches it; its page's Origin is then its
+        # own Host (ConsoleGuard), and the token is what keeps strangers out.
         hosts=frozenset(names) if loopback else None,
         cookie=f"subagents-console-{port}",
     )

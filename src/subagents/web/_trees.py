@@ -47,6 +47,8 @@ class Trees:
         self._clock = clock
         self._trees: OrderedDict[SessionId, WatchedTree] = OrderedDict()
         self._locks: dict[SessionId, asyncio.Lock] = {}
+        self._rows: dict[SessionId, tuple[int, dict[str, Any]]] = {}
+        """Each listed tree's sessions-page row, with the tree's version it was made from."""
 
     async def root(self, reference: str) -> SessionHeader:
         """The tenant's root session `reference` (its id); `NOT_FOUND` for anything else.
@@ -73,6 +75,7 @@ class Trees:
             if len(self._trees) > _CAPACITY:
                 dropped, _ = self._trees.popitem(last=False)
                 self._locks.pop(dropped, None)
+                self._rows.pop(dropped, None)
         self._trees.move_to_end(root.id)
         lock = self._locks.setdefault(root.id, asyncio.Lock())
         async with lock:  # one refresh at a time: a follower reads from where it stopped
@@ -93,19 +96,28 @@ class Trees:
         `query` keeps the rows whose id, status or first prompt contains it (any case).
         """
         headers = await self.store.list_headers(tenant=self.tenant, roots_only=True)
-        rows = [session_row(await self.current(header)) for header in headers[:MAX_SESSIONS]]
+        rows = [await self._session_row(header) for header in headers[:MAX_SESSIONS]]
         if query:
             needle = query.lower()
             rows = [r for r in rows if needle in _haystack(r)]
         return rows
+
+    async def _session_row(self, header: SessionHeader) -> dict[str, Any]:
+        """The tree's row, made again only when the tree changed (a row folds every member)."""
+        watched = await self.current(header)
+        cached = self._rows.get(header.id)
+        if cached is not None and cached[0] == watched.version:
+            return cached[1]
+        row = session_row(watched)
+        self._rows[header.id] = (watched.version, row)
+        return row
 
     async def records(
         self, root: SessionHeader, reference: str, *, from_seq: int, limit: int
     ) -> dict[str, Any]:
         """One page of a member's events from `from_seq`, as `subagents log --json` prints them."""
         _, session_id = await self.member(root, reference)
-        records = await self.store.read(session_id, tenant=self.tenant, from_seq=from_seq)
-        page = records[:limit]
+        page = await self.store.read(session_id, tenant=self.tenant, from_seq=from_seq, limit=limit)
         return {
             "records": [event_json(r) for r in page],
             "next": page[-1].seq + 1 if page else from_seq,

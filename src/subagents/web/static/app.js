@@ -194,13 +194,18 @@
    * An EventSource with the live indicator wired in. EventSource retries by itself while
    * it is CONNECTING; when the server answers with an error it goes CLOSED and we reopen it.
    */
-  function openStream(url, handlers) {
+  function openStream(url, handlers, onFirstOpen) {
     let source = null;
     let retry = null;
     let closed = false;
+    let opened = false;
     const connect = () => {
       source = new EventSource(url, { withCredentials: true });
-      source.onopen = () => setLive(true);
+      source.onopen = () => {
+        setLive(true);
+        if (!opened && onFirstOpen) onFirstOpen();
+        opened = true;
+      };
       source.onerror = () => {
         setLive(false);
         if (source.readyState === EventSource.CLOSED && !closed) retry = setTimeout(connect, 3000);
@@ -580,6 +585,8 @@
       for (const sid of running) paintElapsed(members.get(sid), now);
     }, 1000);
 
+    const retiring = new Set(); // streams replaced by one that has not opened yet
+
     /** (Re)open the tree stream; with a member, from the seq after its loaded transcript. */
     function connect(member, from) {
       if (stream && streamMember === member && member === null) return;
@@ -593,8 +600,13 @@
           if (memberPanel && data.session_id === memberPanel.sid) memberPanel.addRecords(data.records);
         },
         jobs: (data) => mergeJobs(data.jobs),
+      }, () => {
+        // The old stream goes only once the new one is open: a member stream the server
+        // refuses (404) must not leave the tree without updates.
+        if (old) old.close();
+        retiring.delete(old);
       });
-      if (old) old.close();
+      if (old) retiring.add(old);
     }
 
     function select(sid) {
@@ -621,6 +633,8 @@
         clearInterval(ticker);
         if (memberPanel) memberPanel.close();
         if (stream) stream.close();
+        for (const old of retiring) old.close();
+        retiring.clear();
       },
     };
   }
@@ -1207,9 +1221,18 @@
   const app = document.getElementById('app');
   let current = null; // {key, teardown, select?}
 
+  /** A hash part decoded; a malformed escape (`%E0`) stays as it is rather than throwing. */
+  function safeDecode(part) {
+    try {
+      return decodeURIComponent(part);
+    } catch (_) {
+      return part;
+    }
+  }
+
   /** '#/s/ROOT/m/SID' -> {page: 'tree', root, member}. */
   function parseRoute(hash) {
-    const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+    const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(safeDecode);
     if (parts[0] === 's' && parts[1]) {
       if (parts[2] === 'timeline') return { page: 'timeline', root: parts[1] };
       if (parts[2] === 'm' && parts[3]) return { page: 'tree', root: parts[1], member: parts[3] };
