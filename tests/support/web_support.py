@@ -1,9 +1,10 @@
 """Helpers for the web console's tests: a console in this process or as a real `subagents web`.
 
-`local_console` runs the app in-process behind starlette's test client (its lifespan opens the
-real SQLite store); the client sends the token as a bearer header and the console's Host, as
-a script would. `console_process` starts `python -m subagents web --port 0` for real and reads
-the address it prints; a test then talks to it over loopback (httpx) or with a browser.
+`console` runs the app in-process behind starlette's test client (its lifespan opens the real
+SQLite store); its client sends nothing by itself, and `Console.get/post` add the cookie (and
+the console's Origin) as its page would. A server fault is a 500 answer, not an exception.
+`console_process` starts `python -m subagents web --port 0` for real and reads the address it
+prints; a test then talks to it over loopback (httpx) or with a browser.
 """
 
 from __future__ import annotations
@@ -18,46 +19,80 @@ from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx2 as httpx
-from live_support import WAIT_SECONDS, environment
+from live_support import WAIT_SECONDS, StoreView, environment
 from starlette.testclient import TestClient
 
 from subagents.web import ConsoleConfig, console_door, create_app, listen
 
 
 @dataclass
-class LocalConsole:
+class Console:
+    """An in-process console whose client sends nothing by itself: no cookie, no token."""
+
     client: TestClient
     token: str
     origin: str
-    """`http://127.0.0.1:PORT`: the console's own origin (its page sends it as `Origin`)."""
     cookie: str
+    """The cookie's name (`subagents-console-PORT`)."""
+    port: int
 
-    def post(self, path: str, body: Any, **kwargs: Any) -> httpx.Response:
-        """A POST as the console's own page makes it: JSON, the cookie, its Origin."""
-        headers = {"origin": self.origin, **kwargs.pop("headers", {})}
-        return self.client.post(path, json=body, headers=headers, **kwargs)
+    @property
+    def cookie_auth(self) -> dict[str, str]:
+        return {"cookie": f"{self.cookie}={self.token}"}
+
+    @property
+    def bearer(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.token}"}
+
+    def get(self, path: str, **params: str) -> httpx.Response:
+        return self.client.get(path, params=params, headers=self.cookie_auth)
+
+    def post(self, path: str, body: Any) -> httpx.Response:
+        """As the console's page posts: JSON, the cookie and the console's Origin."""
+        headers = {**self.cookie_auth, "origin": self.origin}
+        return self.client.post(path, json=body, headers=headers)
+
+    def post_raw(
+        self, path: str, content: bytes, content_type: str | None = "application/json"
+    ) -> httpx.Response:
+        headers = {**self.cookie_auth, "origin": self.origin}
+        if content_type is not None:
+            headers["content-type"] = content_type
+        return self.client.post(path, content=content, headers=headers)
+
+    def jobs(self) -> list[dict[str, Any]]:
+        response = self.get("/api/jobs")
+        assert response.status_code == 200, response.text
+        return cast("list[dict[str, Any]]", response.json()["jobs"])
 
 
 @contextmanager
-def local_console(
+def console(
     store: Path, *, tenant: str = "default", model: str | None = None, cwd: Path | None = None
-) -> Generator[LocalConsole, None, None]:
-    """The console app in this process over `store` (a real SQLite file)."""
+) -> Generator[Console, None, None]:
+    """The console app in this process; a server error is a 500 answer, not an exception."""
     listener = listen("127.0.0.1", 0, allow_remote=False)
-    listener.sock.close()  # only its port is needed: the test client speaks ASGI directly
+    listener.sock.close()
     door = console_door(listener)
     config = ConsoleConfig(store=store, tenant=tenant, door=door, model=model, cwd=cwd)
     origin = f"http://127.0.0.1:{listener.port}"
     with TestClient(
         create_app(config),
         base_url=origin,
-        cookies={door.cookie: door.token},
         follow_redirects=False,
+        raise_server_exceptions=False,
     ) as client:
-        yield LocalConsole(client, door.token, origin, door.cookie)
+        yield Console(client, door.token, origin, door.cookie, listener.port)
+
+
+def snapshot(store: Path) -> tuple[object, ...]:
+    """What the store holds: every event (session, seq, kind, payload), command and root."""
+    view = StoreView(store)
+    events = tuple((e.session_id, e.seq, e.kind, repr(e.event)) for e in view.events())
+    return events, tuple(view.commands()), tuple(sorted(view.roots()))
 
 
 @dataclass
@@ -102,14 +137,19 @@ def console_process(
     try:
         yield ConsoleProcess(process, _printed_url(process))
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=WAIT_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        assert process.stderr is not None
+        stop(process)
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    """Stop a console process as Ctrl-C does (SIGINT), killing it if it does not exit."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=WAIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    if process.stderr is not None:
         process.stderr.close()
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from web_support import local_console
+from web_support import console as local_console
 
 
 def test_sessions_tree_member_records_and_timeline(store: Path, stored_tree: str) -> None:
     with local_console(store) as console:
-        sessions = console.client.get("/api/sessions").json()["sessions"]
+        sessions = console.get("/api/sessions").json()["sessions"]
         assert [s["session_id"] for s in sessions] == [stored_tree]
         row = sessions[0]
         assert row["status"] == "completed"
@@ -18,7 +18,7 @@ def test_sessions_tree_member_records_and_timeline(store: Path, stored_tree: str
         assert row["prompt"] == "Survey <the> repo"
         assert row["total_usage"]["model_calls"] >= 4
 
-        tree = console.client.get(f"/api/sessions/{stored_tree}/tree").json()
+        tree = console.get(f"/api/sessions/{stored_tree}/tree").json()
         names = [(r["name"], r["parent"], r["mode"], r["status"]) for r in tree["rows"]]
         assert names == [
             ("lead", None, "root", "completed"),
@@ -26,29 +26,27 @@ def test_sessions_tree_member_records_and_timeline(store: Path, stored_tree: str
             ("keeper", "lead", "continuable", "ready"),
         ]
         scout = tree["rows"][1]
-        details = console.client.get(
-            f"/api/sessions/{stored_tree}/members/{scout['session_id']}"
-        ).json()
+        details = console.get(f"/api/sessions/{stored_tree}/members/{scout['session_id']}").json()
         assert details["name"] == "scout"
         assert details["sandbox"] == "workspace-write"
         assert details["model"].startswith("scripted:")
         assert details["row"]["status"] == "completed"
 
-        first = console.client.get(
+        first = console.get(
             f"/api/sessions/{stored_tree}/members/{scout['session_id']}/records",
-            params={"limit": 3},
+            limit="3",
         ).json()
         assert [r["seq"] for r in first["records"]] == [0, 1, 2]
-        rest = console.client.get(
+        rest = console.get(
             f"/api/sessions/{stored_tree}/members/{scout['session_id']}/records",
-            params={"from": first["next"]},
+            **{"from": str(first["next"])},
         ).json()
         kinds = [r["kind"] for r in first["records"] + rest["records"]]
         assert kinds[0] == "subagent/descriptor"
         assert "assistant/message" in kinds
         assert kinds[-1] == "turn/end"
 
-        timeline = console.client.get(f"/api/sessions/{stored_tree}/timeline").json()
+        timeline = console.get(f"/api/sessions/{stored_tree}/timeline").json()
         lanes = {lane["name"]: lane for lane in timeline["lanes"]}
         assert list(lanes) == ["lead", "scout", "keeper"]
         assert all(span["end"] is not None for span in lanes["scout"]["turns"])

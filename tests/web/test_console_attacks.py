@@ -14,94 +14,22 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import httpx2 as httpx
 import pytest
 from cli_support import Cli
-from live_support import WAIT_SECONDS, StoreView, environment, wait_until
-from starlette.testclient import TestClient
-from web_support import console_process, sse_events
-
-from subagents.web import ConsoleConfig, console_door, create_app, listen
+from live_support import WAIT_SECONDS, environment, wait_until
+from web_support import Console, console, console_process, snapshot, sse_events, stop
 
 ZERO = "00000000-0000-0000-0000-000000000000"
 CONTROLS = ("send", "steer", "interrupt", "resume")
-
-
-@dataclass
-class Console:
-    """An in-process console whose client sends nothing by itself: no cookie, no token."""
-
-    client: TestClient
-    token: str
-    origin: str
-    cookie: str
-    """The cookie's name (`subagents-console-PORT`)."""
-    port: int
-
-    @property
-    def cookie_auth(self) -> dict[str, str]:
-        return {"cookie": f"{self.cookie}={self.token}"}
-
-    @property
-    def bearer(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.token}"}
-
-    def get(self, path: str, **params: str) -> httpx.Response:
-        return self.client.get(path, params=params, headers=self.cookie_auth)
-
-    def post(self, path: str, body: Any) -> httpx.Response:
-        """As the console's page posts: JSON, the cookie and the console's Origin."""
-        headers = {**self.cookie_auth, "origin": self.origin}
-        return self.client.post(path, json=body, headers=headers)
-
-    def post_raw(
-        self, path: str, content: bytes, content_type: str | None = "application/json"
-    ) -> httpx.Response:
-        headers = {**self.cookie_auth, "origin": self.origin}
-        if content_type is not None:
-            headers["content-type"] = content_type
-        return self.client.post(path, content=content, headers=headers)
-
-    def jobs(self) -> list[dict[str, Any]]:
-        response = self.get("/api/jobs")
-        assert response.status_code == 200, response.text
-        return cast("list[dict[str, Any]]", response.json()["jobs"])
-
-
-@contextmanager
-def console(
-    store: Path, *, tenant: str = "default", model: str | None = None, cwd: Path | None = None
-) -> Generator[Console, None, None]:
-    """The console app in this process; a server error is a 500 answer, not an exception."""
-    listener = listen("127.0.0.1", 0, allow_remote=False)
-    listener.sock.close()
-    door = console_door(listener)
-    config = ConsoleConfig(store=store, tenant=tenant, door=door, model=model, cwd=cwd)
-    origin = f"http://127.0.0.1:{listener.port}"
-    with TestClient(
-        create_app(config),
-        base_url=origin,
-        follow_redirects=False,
-        raise_server_exceptions=False,
-    ) as client:
-        yield Console(client, door.token, origin, door.cookie, listener.port)
-
-
-def snapshot(store: Path) -> tuple[object, ...]:
-    """What the store holds: every event (session, seq, kind, payload), command and root."""
-    view = StoreView(store)
-    events = tuple((e.session_id, e.seq, e.kind, repr(e.event)) for e in view.events())
-    return events, tuple(view.commands()), tuple(sorted(view.roots()))
 
 
 @contextmanager
@@ -729,15 +657,7 @@ def test_a_remote_bind_with_allow_remote_warns_and_still_needs_the_token(
             assert info.status_code == 200
             _assert_page_headers(info)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=WAIT_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        assert process.stderr is not None
-        process.stderr.close()
+        stop(process)
 
 
 def test_the_real_server_guards_streams_and_redirects(

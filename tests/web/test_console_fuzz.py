@@ -12,20 +12,15 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Generator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 import httpx2 as httpx
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
-from live_support import StoreView
-from starlette.testclient import TestClient
+from web_support import Console, console, snapshot
 
 from subagents.sessions import MAX_COMMAND_TEXT
-from subagents.web import ConsoleConfig, console_door, create_app, listen
 
 DOCUMENTED = frozenset(
     {
@@ -49,47 +44,6 @@ FUZZ = settings(
 )
 
 
-@dataclass
-class Console:
-    client: TestClient
-    token: str
-    origin: str
-    cookie: str
-    port: int
-
-    @property
-    def auth(self) -> dict[str, str]:
-        return {"cookie": f"{self.cookie}={self.token}"}
-
-    def jobs(self) -> list[dict[str, Any]]:
-        response = self.client.get("/api/jobs", headers=self.auth)
-        assert response.status_code == 200
-        return cast("list[dict[str, Any]]", response.json()["jobs"])
-
-
-@contextmanager
-def console(store: Path, *, model: str | None = None) -> Generator[Console, None, None]:
-    """The console app in this process; a server error is a 500 answer, not an exception."""
-    listener = listen("127.0.0.1", 0, allow_remote=False)
-    listener.sock.close()
-    door = console_door(listener)
-    config = ConsoleConfig(store=store, tenant="default", door=door, model=model)
-    origin = f"http://127.0.0.1:{listener.port}"
-    with TestClient(
-        create_app(config),
-        base_url=origin,
-        follow_redirects=False,
-        raise_server_exceptions=False,
-    ) as client:
-        yield Console(client, door.token, origin, door.cookie, listener.port)
-
-
-def snapshot(store: Path) -> tuple[object, ...]:
-    view = StoreView(store)
-    events = tuple((e.session_id, e.seq, e.kind, repr(e.event)) for e in view.events())
-    return events, tuple(view.commands()), tuple(sorted(view.roots()))
-
-
 def assert_error(response: httpx.Response, codes: frozenset[str]) -> None:
     assert response.status_code < 500, (response.status_code, response.text[:300])
     assert response.headers.get("content-type", "").startswith("application/json"), (
@@ -111,7 +65,7 @@ def assert_error(response: httpx.Response, codes: frozenset[str]) -> None:
 
 
 def member_ids(page: Console, root: str) -> list[str]:
-    rows = page.client.get(f"/api/sessions/{root}/tree", headers=page.auth).json()["rows"]
+    rows = page.client.get(f"/api/sessions/{root}/tree", headers=page.cookie_auth).json()["rows"]
     return [row["session_id"] for row in rows]
 
 
@@ -195,7 +149,7 @@ def test_any_api_path_and_query_answers_json_or_a_documented_error(
             assume(not {decoded, posixpath.normpath(decoded)} & streams)  # an endless stream
             url = f"{path}?{urlencode(query)}" if query else path
             try:
-                response = page.client.get(url, headers=page.auth)
+                response = page.client.get(url, headers=page.cookie_auth)
             except UnicodeEncodeError as exc:  # the test client reads the answer's headers
                 raise AssertionError(f"{url}: a response header is not ASCII: {exc}") from None
             status = response.status_code
@@ -296,7 +250,7 @@ def _could_start(route: str, body: object) -> bool:
 
 
 def _post(page: Console, path: str, content: bytes) -> httpx.Response:
-    headers = {**page.auth, "origin": page.origin, "content-type": "application/json"}
+    headers = {**page.cookie_auth, "origin": page.origin, "content-type": "application/json"}
     return page.client.post(path, content=content, headers=headers)
 
 
@@ -485,7 +439,9 @@ def test_any_sessions_filter_is_answered(store: Path, stored_tree: str) -> None:
         @FUZZ
         @given(query=st.text(max_size=60))
         def check(query: str) -> None:
-            response = page.client.get("/api/sessions", params={"q": query}, headers=page.auth)
+            response = page.client.get(
+                "/api/sessions", params={"q": query}, headers=page.cookie_auth
+            )
             assert response.status_code == 200
             ids = [row["session_id"] for row in response.json()["sessions"]]
             assert ids in ([], [stored_tree])
@@ -511,7 +467,7 @@ def test_a_root_that_is_not_one_is_not_found_with_one_line(store: Path, stored_t
             assume(root != stored_tree)
             for route in ("tree", "timeline"):
                 path = f"/api/sessions/{quote(root, safe='').replace('.', '%2E')}/{route}"
-                response = page.client.get(path, headers=page.auth)
+                response = page.client.get(path, headers=page.cookie_auth)
                 assert response.status_code == 404, (root, response.text)
                 assert_error(response, frozenset({"NOT_FOUND"}))
 
