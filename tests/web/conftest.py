@@ -1,13 +1,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cli_support import Cli, write_script
+from cli_support import Cli, cli_runner, write_script
 
 # A lead that starts a one-shot child (which answers) and a background (continuable) one, then
 # answers; the texts carry markup a console must show as text. The keeper's notice may start
@@ -43,25 +40,7 @@ def home(tmp_path: Path) -> Path:
 @pytest.fixture
 def cli(home: Path, tmp_path: Path) -> Cli:
     """Run `python -m subagents ...` in a real subprocess with an isolated SUBAGENTS_HOME."""
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        base = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("SUBAGENTS_", "OPENAI_", "DEEPSEEK_"))
-        }
-        base["SUBAGENTS_HOME"] = str(home)
-        return subprocess.run(
-            [sys.executable, "-m", "subagents", *args],
-            capture_output=True,
-            text=True,
-            env=base,
-            cwd=tmp_path,
-            timeout=60,
-            check=False,
-        )
-
-    return run
+    return cli_runner(home, tmp_path)
 
 
 @pytest.fixture

@@ -42,6 +42,23 @@ class PlanDone(Exception):
     """Raised by the test's sleep once its plan has run and the stream looked once more."""
 
 
+Plan = list[Callable[[], Awaitable[None]] | None]
+
+
+def planned(plan: Plan) -> Callable[[float], Awaitable[None]]:
+    """A stream's sleep that runs the plan's next step (None: commit nothing this time), and
+    ends the stream once the plan is spent and the stream looked once more."""
+
+    async def sleep(seconds: float) -> None:
+        if not plan:
+            raise PlanDone
+        step = plan.pop(0)
+        if step is not None:
+            await step()
+
+    return sleep
+
+
 async def drain(events: AsyncIterator[ServerSentEvent]) -> list[tuple[str, dict[str, Any]]]:
     """Every event the stream sent until the test's plan ended it."""
     seen: list[tuple[str, dict[str, Any]]] = []
@@ -88,19 +105,14 @@ async def test_a_tree_stream_sends_what_moved_and_nothing_while_nothing_does(
             await store.flush()
 
         # What the test commits between two looks; None: commit nothing this time.
-        plan: list[Callable[[], Awaitable[None]] | None] = [
+        plan: Plan = [
             lambda: write(kids[1], 0, TurnStart(turn=1)),
             None,
             None,
             lambda: write(kids[1], 1, answer("found it"), TurnEnd(turn=1, reason="completed")),
         ]
 
-        async def sleep(seconds: float) -> None:
-            if not plan:
-                raise PlanDone  # the stream looked once more after the last commit
-            step = plan.pop(0)
-            if step is not None:
-                await step()
+        sleep = planned(plan)
 
         sent = await drain(
             tree_stream(trees, jobs, lead, member=kids[1], from_seq=0, interval=0.1, sleep=sleep)
@@ -135,7 +147,7 @@ async def test_the_sessions_stream_sends_the_list_when_it_changed(tmp_path: Path
         store.create(SessionHeader(id=new_session_id(), tenant="other", created_at=now, cwd="/"))
         await store.flush()
         second = new_session_id()
-        plan: list[Callable[[], Awaitable[None]] | None] = [None]
+        plan: Plan = [None]
 
         async def add_second() -> None:
             store.create(SessionHeader(id=second, tenant="default", created_at=now + 1, cwd="/"))
@@ -143,12 +155,7 @@ async def test_the_sessions_stream_sends_the_list_when_it_changed(tmp_path: Path
 
         plan.append(add_second)
 
-        async def sleep(seconds: float) -> None:
-            if not plan:
-                raise PlanDone
-            step = plan.pop(0)
-            if step is not None:
-                await step()
+        sleep = planned(plan)
 
         sent = await drain(sessions_stream(trees, jobs, query=None, interval=0.1, sleep=sleep))
         await jobs.aclose()
@@ -178,14 +185,9 @@ async def test_a_released_lease_alone_is_sent(tmp_path: Path) -> None:
         async def release() -> None:
             await store.release_lease(root, holder=holder)
 
-        plan: list[Callable[[], Awaitable[None]] | None] = [None, release, None]
+        plan: Plan = [None, release, None]
 
-        async def sleep(seconds: float) -> None:
-            if not plan:
-                raise PlanDone
-            step = plan.pop(0)
-            if step is not None:
-                await step()
+        sleep = planned(plan)
 
         sent = await drain(
             tree_stream(trees, jobs, lead, member=None, from_seq=0, interval=0.1, sleep=sleep)
