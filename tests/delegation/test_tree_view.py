@@ -77,7 +77,14 @@ def test_turns_calls_details_and_the_timeline_of_a_settled_tree() -> None:
         view.apply(lead, EventRecord(seq, time, event))
     for seq, (time, event) in enumerate(
         [
-            (101.6, SubagentDescriptor(definition="scout", budget_tokens=500)),
+            (
+                101.6,
+                SubagentDescriptor(
+                    definition="scout",
+                    budget_tokens=500,
+                    output_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+                ),
+            ),
             (101.7, TurnStart(turn=1)),
             (102.0, ToolCallEvent(turn=1, step=1, call_id="g", name="grep", arguments="{}")),
             (103.0, TurnEnd(turn=1, reason="aborted")),
@@ -98,6 +105,8 @@ def test_turns_calls_details_and_the_timeline_of_a_settled_tree() -> None:
         {"session_id": child, "name": "scout", "mode": "one-shot", "label": "Scout"}
     ]
     assert view.details(child)["definition"] == "scout"
+    assert view.details(child)["output_schema"]["properties"] == {"n": {"type": "integer"}}
+    assert view.details(root)["output_schema"] is None
 
     timeline = view.timeline(held=False, now=999.0)
     assert timeline["now"] == 105.0  # the last recorded moment, not the reader's clock

@@ -351,6 +351,7 @@ class TreeView:
             "model": member.model or member.header.model_spec,
             "sandbox": member.sandbox,
             "budget": budget,
+            "output_schema": descriptor.output_schema if descriptor is not None else None,
             "children": [
                 {"session_id": e.child_id, "name": e.name, "mode": e.mode, "label": e.label}
                 for e in member.children.values()

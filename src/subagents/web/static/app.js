@@ -791,6 +791,7 @@
       ['created', localTime(data.created_at)],
       ['mode', data.row && data.row.mode],
       ['label', data.row && data.row.label],
+      ['result schema', data.output_schema ? JSON.stringify(data.output_schema) : null],
     ];
     for (const [key, value] of items) {
       if (value === null || value === undefined || value === '') continue;
@@ -965,12 +966,16 @@
     const lanesView = timelineView(axis, chart);
     const usageView = usageChartView(usage);
 
+    let openSpans = false; // the last picture had a turn or call still open
+
     async function refresh() {
       if (inflight || closed) return;
       inflight = true;
       lastFetch = Date.now();
       try {
         const data = await getJSON(`/api/sessions/${enc(root)}/timeline`);
+        openSpans = (data.lanes || []).some((lane) =>
+          [...(lane.turns || []), ...(lane.calls || [])].some((span) => span.end === null));
         if (!closed) {
           const width = Math.max(box.clientWidth - 24, 700);
           lanesView.draw(data, width);
@@ -1002,9 +1007,15 @@
       },
       jobs: (data) => mergeJobs(data.jobs),
     });
+    // Open bars grow with the clock, not only when an event arrives: while something runs,
+    // the picture is fetched again every two seconds.
+    const grow = setInterval(() => {
+      if (openSpans) schedule();
+    }, 2000);
     return () => {
       closed = true;
       clearTimeout(timer);
+      clearInterval(grow);
       stream.close();
     };
   }
