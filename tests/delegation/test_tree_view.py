@@ -49,6 +49,7 @@ def test_a_chain_deeper_than_the_recursion_limit_lists_in_pre_order() -> None:
         parent = child
     rows = view.rows(held=True, now=200.0)
     assert [r.session_id for r in rows] == ids
+    assert [view.row(i, held=True, now=200.0) for i in ids[:5]] == rows[:5]
     assert rows[3].name == "c/c/c"
     assert rows[3].parent == "c/c"
     assert rows[-1].status == "running"
@@ -93,6 +94,8 @@ def test_turns_calls_details_and_the_timeline_of_a_settled_tree() -> None:
         view.apply(kid, EventRecord(seq, time, event))
 
     lead_row, scout_row = view.rows(held=False, now=999.0)
+    assert view.row(child, held=False, now=999.0) == scout_row
+    assert view.row(root, held=False, now=999.0) == lead_row
     assert (scout_row.name, scout_row.label, scout_row.status) == ("scout", "Scout", "aborted")
     assert scout_row.budget_tokens == 500
     assert (scout_row.turn_start, scout_row.turn_end) == (101.7, 103.0)

@@ -18,7 +18,7 @@ from ..errors import SubagentsError
 from ..models import parse_model_spec
 from ._common import check_tenant, fail, store_path
 from ._options import ModelOpt, StoreOpt, TenantOpt
-from ._watch import MAX_INTERVAL
+from ._watch import check_interval
 
 __all__ = ["DEFAULT_PORT", "web"]
 
@@ -62,8 +62,7 @@ def web(
     Stop it with Ctrl-C.
     """
     check_tenant(tenant)
-    if not 0 < interval <= MAX_INTERVAL:  # also refuses nan
-        fail(f"--interval {interval:g}: give seconds above 0 and at most {MAX_INTERVAL:g}")
+    check_interval(interval)
     model = model or os.environ.get("SUBAGENTS_MODEL") or None
     from ..web import ConsoleConfig, console_door, is_loopback, listen, serve
 

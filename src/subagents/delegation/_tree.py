@@ -26,7 +26,14 @@ from ._catalog import (
     store_readers,
 )
 
-__all__ = ["TreeMember", "check_takes_messages", "find_member", "load_tree", "tree_json"]
+__all__ = [
+    "TreeMember",
+    "check_takes_messages",
+    "find_member",
+    "load_tree",
+    "refuse_one_shot",
+    "tree_json",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +135,18 @@ def check_takes_messages(members: list[TreeMember], target: SessionId) -> None:
     (foreground, background task or workflow child) ran once and is settled for good.
     """
     member = next((m for m in members if m.row.header.id == target), None)
-    if member is None or member.row.mode != "one-shot":
+    if member is not None:
+        row = member.row
+        refuse_one_shot(row.mode, row.name, row.status, row.parent, row.header.root_id)
+
+
+def refuse_one_shot(mode: str, name: str, status: str, parent: str | None, root: str) -> None:
+    """`NOT_RESUMABLE` for a member of `mode` one-shot, saying whom to message instead."""
+    if mode != "one-shot":
         return
-    row = member.row
     raise UsageError(
-        f"{row.name} is a one-shot child that ran once and is {row.status}: it cannot take "
-        f"messages; send to its parent ({row.parent}) instead, for example: subagents send "
-        f"{row.header.root} {row.parent} '...'",
+        f"{name} is a one-shot child that ran once and is {status}: it cannot take "
+        f"messages; send to its parent ({parent}) instead, for example: subagents send "
+        f"{root} {parent} '...'",
         code=ErrorCode.NOT_RESUMABLE,
     )

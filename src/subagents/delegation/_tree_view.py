@@ -296,6 +296,19 @@ class TreeView:
                 stack.append((child, mode, name, child_name))
         return rows
 
+    def row(self, session_id: SessionId, *, held: bool, now: float) -> MemberRow:
+        """One member's row, as `rows` gives it, without listing the whole tree."""
+        member = self._members[session_id]
+        parent_id = member.header.parent
+        if parent_id is None:
+            return self._row(member, "root", None, ROOT_NAME, held=held, now=now)
+        creator = self._members.get(parent_id)
+        entry = creator.children.get(session_id) if creator is not None else None
+        mode: Mode = entry.mode if entry is not None else "one-shot"
+        parent_name = self.name_of(parent_id) if parent_id in self._members else None
+        name = self.name_of(session_id) or session_id
+        return self._row(member, mode, parent_name or parent_id, name, held=held, now=now)
+
     def _row(
         self,
         member: _Member,

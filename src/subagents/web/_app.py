@@ -187,8 +187,7 @@ async def _tree(request: Request, state: _State) -> Response:
 async def _member(request: Request, state: _State) -> Response:
     root = await state.trees.root(request.path_params["root"])
     watched, session_id = await state.trees.member(root, request.path_params["member"])
-    rows = watched.view.rows(held=watched.held, now=time.time())
-    row = next(r for r in rows if r.session_id == session_id)
+    row = watched.view.row(session_id, held=watched.held, now=time.time())
     return JSONResponse(watched.view.details(session_id) | {"row": row.to_json()})
 
 

@@ -8,9 +8,10 @@ refused, the model failed) is in the job's outcome.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from ..delegation import check_takes_messages, find_member, load_tree
+from ..delegation import find_member, refuse_one_shot
 from ..errors import ErrorCode, UsageError
 from ..models import parse_model_spec
 from ..sessions import MAX_COMMAND_TEXT
@@ -58,7 +59,11 @@ class Controls:
         assert name is not None
         assert message is not None
         target = await find_member(self._trees.store, root, name)
-        check_takes_messages(await load_tree(self._trees.store, root), target.id)
+        # The followed tree knows every member's mode: no need to read the whole tree again.
+        watched = await self._trees.current(root)
+        if target.id in watched.view:
+            row = watched.view.row(target.id, held=watched.held, now=time.time())
+            refuse_one_shot(row.mode, row.name, str(row.status), row.parent, root.id)
         return await self._jobs.start(
             "send" if kind == "send" else "steer",
             [root.id, name, message],

@@ -19,7 +19,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -48,14 +48,12 @@ class Job:
     root: str | None
     name: str | None
     started_at: float
-    pid: int = 0
     state: Literal["running", "done", "failed"] = "running"
     exit_code: int | None = None
     error: str | None = None
     result: Any = None
     session_id: str | None = None
     ended_at: float | None = None
-    ended: asyncio.Event = field(default_factory=asyncio.Event)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,9 +114,6 @@ class Jobs:
         jobs = [j for j in reversed(self._jobs) if root is None or j.root == root]
         return [j.to_json() for j in jobs]
 
-    def get(self, job_id: int) -> Job | None:
-        return next((j for j in self._jobs if j.id == job_id), None)
-
     @property
     def running(self) -> list[Job]:
         return [j for j in self._jobs if j.state == "running"]
@@ -173,7 +168,6 @@ class Jobs:
             root=root,
             name=name,
             started_at=time.time(),
-            pid=process.pid,
             session_id=root,
         )
         self._next_id += 1
@@ -205,7 +199,6 @@ class Jobs:
             job.state = "done" if code == 0 else "failed"
             job.ended_at = time.time()
             self.version += 1
-            job.ended.set()
 
     async def _read_output(self, job: Job, stdout: asyncio.StreamReader) -> Any:
         """The job's result: a `--json` object, or the last line of a `--stream`."""

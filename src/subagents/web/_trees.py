@@ -127,17 +127,15 @@ class Trees:
 def session_row(watched: WatchedTree) -> dict[str, Any]:
     """One root session as the sessions page lists it."""
     view = watched.view
-    rows = view.rows(held=watched.held, now=time.time())
-    usage = view.usage_rows()[0]["total_usage"]
-    details = view.details(view.root.id)
+    lead = view.row(view.root.id, held=watched.held, now=time.time())
     return {
         "session_id": view.root.id,
         "created_at": iso(view.root.created_at),
-        "status": str(rows[0].status),
+        "status": str(lead.status),
         "held": watched.held,
-        "members": len(rows),
-        "total_usage": usage,
-        "prompt": details["prompt"],
+        "members": len(view),
+        "total_usage": view.usage_rows()[0]["total_usage"],
+        "prompt": view.details(view.root.id)["prompt"],
     }
 
 
