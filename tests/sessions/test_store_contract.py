@@ -28,6 +28,9 @@ from subagents.messages import (
 from subagents.sessions import EventStore, InMemoryEventStore, SqliteEventStore
 from subagents.sessions._events import (
     EVENT_KINDS,
+    ApprovalDecided,
+    ApprovalPolicySet,
+    ApprovalRequested,
     AssistantMessageEvent,
     EventRecord,
     InboxSpliced,
@@ -152,6 +155,18 @@ def one_of_each_kind() -> list[SessionEvent]:
         SubagentDescriptor(mode="continuable", provider="fork", label="Review", agent_model="m"),
         SubagentSettled(run_id="run-3", stop_reason="completed"),
         SandboxModeSet(mode="read-only", source="delegation"),
+        ApprovalPolicySet(tools=("bash", "mcp__*"), timeout=60.0, source="delegation"),
+        ApprovalRequested(
+            turn=1,
+            step=1,
+            call_id="call-9",
+            name="bash",
+            arguments='{"command": "ls"}',
+            agent="lead/reviewer",
+            reason="gated by 'bash'",
+            deadline=1_800_000_060.0,
+        ),
+        ApprovalDecided(call_id="call-9", approved=False, by="cli:alice", reason="no", command=7),
         TeamTaskCreated(
             task_id="T1", subject="Write tests", blocked_by=("T0",), created_by="lead-id"
         ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,15 +12,14 @@ from typing import Annotated, Any
 import typer
 
 from ..core import Budget, RunResult, event_json, is_held, list_sessions
-from ..definitions import AgentDefinition
-from ..delegation import DelegationOptions, Placement, find_member, load_tree, tree_json
+from ..delegation import Placement, find_member, load_tree, tree_json
 from ..ids import SessionId
-from ..models import Model, ScriptedModel
-from ..policy import SANDBOX_MODES, SandboxMode, parse_mode
+from ..models import ScriptedModel
+from ..policy import SANDBOX_MODES, parse_mode
 from ..sessions import SessionHeader
-from ..tools import ToolSpec
 from ..workflows import Runtime
 from ._agents import choose_definition, definitions_for, list_agents, model_for
+from ._approvals import ApprovalNotices, approvals, approve, deny
 from ._command import SessionCommand
 from ._common import (
     EXIT_FAILED,
@@ -43,6 +42,7 @@ from ._common import (
 from ._demo import TOOLS as DEMO_TOOLS, demo_dir
 from ._live import LiveTree
 from ._options import (
+    ApproveOpt,
     BudgetCallsOpt,
     BudgetChildrenOpt,
     BudgetTokensOpt,
@@ -55,6 +55,7 @@ from ._options import (
     TenantOpt,
 )
 from ._render import dumps, render_log, render_sessions, render_tree, result_json
+from ._runtime import runtime_for
 from ._stream import StreamPrinter
 from ._watch import DEFAULT_INTERVAL, watch
 from ._web import web
@@ -134,37 +135,6 @@ def _print_result(
         typer.echo(line, err=True)
 
 
-def _runtime(
-    store: str | None,
-    *,
-    tenant: str,
-    cwd: str | Path | None,
-    model: Model | None = None,
-    model_spec: str | None = None,
-    definitions: Mapping[str, AgentDefinition] | None = None,
-    sandbox: SandboxMode = "workspace-write",
-    budget: Budget | None = None,
-    tools: Sequence[ToolSpec] = (),
-    max_tokens: int | None = None,
-) -> Runtime:
-    """The one place the command line builds a runtime.
-
-    Without a model nothing may run (an interrupt only closes what a crash left open), so a
-    script with no responses stands in. Without definitions the runtime reads the tenant's
-    files itself, off the event loop, as it enters.
-    """
-    return Runtime(
-        model=model if model is not None else ScriptedModel({}),
-        store=open_store(store),
-        tools=tools,
-        tenant=tenant,
-        cwd=cwd,
-        model_spec=model_spec,
-        sandbox=sandbox,
-        delegation=DelegationOptions(definitions=definitions, budget=budget, max_tokens=max_tokens),
-    )
-
-
 async def _tree_rows(runtime: Runtime, root: SessionId) -> list[dict[str, Any]]:
     """The rows of `root`'s tree (for usage), read by the live runtime that holds it."""
     return tree_json(await runtime.tree(root))
@@ -194,6 +164,7 @@ def run(
     budget_model_calls: BudgetCallsOpt = None,
     budget_children: BudgetChildrenOpt = None,
     max_tokens: MaxTokensOpt = None,
+    approve: ApproveOpt = None,
     as_json: JsonOpt = False,
     stream: StreamOpt = False,
 ) -> None:
@@ -219,7 +190,7 @@ def run(
     text = prompt
 
     async def main() -> tuple[RunResult, list[dict[str, Any]]]:
-        async with _runtime(
+        async with runtime_for(
             store,
             tenant=tenant,
             cwd=cwd,
@@ -231,10 +202,11 @@ def run(
                 tokens=budget_tokens, model_calls=budget_model_calls, children=budget_children
             ),
             max_tokens=max_tokens,
+            approval=approve,
         ) as runtime:
             lead = None if definition is None else await runtime.create_agent_from(definition)
             printer = StreamPrinter(runtime, enabled=stream)
-            with LiveTree(runtime, enabled=is_terminal()), printer:
+            with LiveTree(runtime, enabled=is_terminal()), printer, ApprovalNotices(runtime):
                 result = await runtime.run(text, agent=lead)
             rows = await _tree_rows(runtime, result.session_id)
             await printer.finish(result_json(result, rows))
@@ -324,7 +296,7 @@ def _on_stored_tree(
     definitions = definitions_for(header.cwd, tenant)
 
     async def main() -> tuple[RunResult, list[dict[str, Any]]]:
-        async with _runtime(
+        async with runtime_for(
             store,
             tenant=tenant,
             cwd=header.cwd,
@@ -334,7 +306,7 @@ def _on_stored_tree(
             max_tokens=max_tokens,
         ) as runtime:
             printer = StreamPrinter(runtime, enabled=stream)
-            with LiveTree(runtime, enabled=is_terminal()), printer:
+            with LiveTree(runtime, enabled=is_terminal()), printer, ApprovalNotices(runtime):
                 result = await verb(runtime, header.id)
             rows = await _tree_rows(runtime, header.id)
             await printer.finish(result_json(result, rows))
@@ -363,7 +335,7 @@ def interrupt(
 
     async def main() -> tuple[SessionId, bool]:
         # No model: nothing runs; the user stops it, so its cut-off turn is closed, not re-run.
-        async with _runtime(store, tenant=tenant, cwd=header.cwd, definitions={}) as runtime:
+        async with runtime_for(store, tenant=tenant, cwd=header.cwd, definitions={}) as runtime:
             closed = await runtime.interrupt(header.id, name)
             return (await find_member(runtime.store, header, name)).id, closed
 
@@ -406,7 +378,7 @@ def steer(
     definitions = definitions_for(header.cwd, tenant)
 
     async def main() -> tuple[SessionId, Placement]:
-        async with _runtime(
+        async with runtime_for(
             store,
             tenant=tenant,
             cwd=header.cwd,
@@ -449,7 +421,7 @@ def demo(
     model = ScriptedModel.from_file(script)
 
     async def main() -> tuple[RunResult, list[dict[str, Any]]]:
-        async with _runtime(
+        async with runtime_for(
             store,
             tenant=tenant,
             cwd=examples,
@@ -588,3 +560,6 @@ def log(
 
 app.command(cls=SessionCommand)(watch)
 app.command()(web)
+app.command()(approvals)
+app.command(cls=SessionCommand)(approve)
+app.command(cls=SessionCommand)(deny)

@@ -71,6 +71,9 @@ _USAGE_DELEGATION_CODES = frozenset(
         ErrorCode.INVALID_NAME,
         ErrorCode.UNAUTHORIZED,
         ErrorCode.LEASE_HELD,
+        ErrorCode.ALREADY_DECIDED,
+        ErrorCode.NO_PENDING_REQUEST,
+        ErrorCode.AMBIGUOUS_REQUEST,
     }
 )
 

@@ -20,6 +20,8 @@ from ..core import (
     live_status,
 )
 from ..sessions import (
+    ApprovalDecided,
+    ApprovalRequested,
     AssistantMessageEvent,
     StopReason,
     SubagentDescriptor,
@@ -102,6 +104,10 @@ class LiveTree:
                     )
             case SubagentDescriptor(mode="continuable"):
                 self._continuable.add(agent_id)
+            case ApprovalRequested():
+                self._status[agent_id] = Status.WAITING
+            case ApprovalDecided() if self._status.get(agent_id) is Status.WAITING:
+                self._status[agent_id] = Status.RUNNING
             case _:
                 pass
 
@@ -121,6 +127,8 @@ def _activity(event: object) -> str | None:
     match event:
         case ToolCallEvent(name=name):
             return f"→ {name}"
+        case ApprovalRequested(name=name, call_id=call_id):
+            return f"⏸ {name} waits for approval ({call_id})"
         case AssistantMessageEvent(message=message) if message.text:
             text = " ".join(message.text.split())
             return text[:60] + ("…" if len(text) > 60 else "")

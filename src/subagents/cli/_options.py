@@ -6,9 +6,12 @@ from typing import Annotated
 
 import typer
 
+from ..core import ApprovalPolicy
+from ..errors import SubagentsError
 from ._common import store_path
 
 __all__ = [
+    "ApproveOpt",
     "BudgetCallsOpt",
     "BudgetChildrenOpt",
     "BudgetTokensOpt",
@@ -79,5 +82,26 @@ ModelOpt = Annotated[
         "--model",
         help="scripted:PATH, openai:MODEL, deepseek:MODEL or openai-compatible:MODEL@BASE_URL "
         "(default: $SUBAGENTS_MODEL).",
+    ),
+]
+
+
+def _checked_gates(value: str | None) -> str | None:
+    """`--approve bash,write_file` (or `all`): checked while parsing, before anything runs."""
+    if value is not None:
+        try:
+            ApprovalPolicy.parse(value, what="--approve")
+        except SubagentsError as exc:
+            raise typer.BadParameter(exc.message) from None
+    return value
+
+
+ApproveOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--approve",
+        help="Tools whose calls wait for a person's decision, anywhere in the tree "
+        "(comma-separated names or patterns, or `all`); decide with `subagents approve`/`deny`.",
+        callback=_checked_gates,
     ),
 ]

@@ -49,10 +49,12 @@ def render_tree(rows: Sequence[dict[str, Any]]) -> str:
             if budget
             else ""
         )
+        below = int(row.get("approvals_below") or 0)
+        pending = f"  {pending_below(below)}" if below else ""
         lines.append(
             f"{indent}{row['name']}  [{row['status']}]  {row['mode']}  "
             f"tokens in/out {usage['input_tokens']}/{usage['output_tokens']}, "
-            f"{usage['model_calls']} model calls{limits}  ({row['session_id']})"
+            f"{usage['model_calls']} model calls{limits}{pending}  ({row['session_id']})"
         )
     if rows:
         total = rows[0].get("total_usage")
@@ -62,6 +64,11 @@ def render_tree(rows: Sequence[dict[str, Any]]) -> str:
                 f"{total['model_calls']} model calls"
             )
     return "\n".join(lines)
+
+
+def pending_below(count: int) -> str:
+    """The roll-up an ancestor of waiting members shows: `1 approval pending below`."""
+    return f"{count} approval{'s' if count != 1 else ''} pending below"
 
 
 def _short(text: str, limit: int = 160) -> str:

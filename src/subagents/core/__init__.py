@@ -7,6 +7,14 @@ from ._agent import (
     CancelCause as CancelCause,
     check_max_tokens as check_max_tokens,
 )
+from ._approvals import (
+    ApprovalDesk as ApprovalDesk,
+    ApprovalPolicy as ApprovalPolicy,
+    ApprovalWaiting as ApprovalWaiting,
+    check_reason as check_reason,
+    denied_outcome as denied_outcome,
+    pick_request as pick_request,
+)
 from ._budget import Budget as Budget, Ledger as Ledger
 from ._bus import (
     AgentCreated as AgentCreated,
@@ -61,6 +69,9 @@ __all__ = [
     "AgentRuntime",
     "AgentStatusChanged",
     "AgentTextDelta",
+    "ApprovalDesk",
+    "ApprovalPolicy",
+    "ApprovalWaiting",
     "Budget",
     "CONTEXT_SOURCE",
     "CancelCause",
@@ -79,13 +90,16 @@ __all__ = [
     "TreeRow",
     "WorkTracker",
     "check_max_tokens",
+    "check_reason",
     "default_store_path",
+    "denied_outcome",
     "event_json",
     "is_held",
     "iso",
     "lease_alive",
     "list_sessions",
     "live_status",
+    "pick_request",
     "replay_inbox",
     "root_row",
     "run_result",

@@ -26,9 +26,11 @@ from ..sessions import (
     TranscriptProjection,
     TurnStart,
     UserMessageEvent,
+    WaitingStep,
     fold,
 )
 from ..tools import ToolScope
+from ._approvals import ApprovalDesk, ApprovalPolicy
 from ._budget import Ledger
 from ._bus import AgentDisposed, AgentStatusChanged, EventBus, SessionEventPosted
 from ._inbox import Inbox
@@ -130,6 +132,7 @@ class Agent:
         tools: ToolScope,
         bus: EventBus,
         config: AgentConfig,
+        approvals: ApprovalDesk | None = None,
     ) -> None:
         self.session = session
         self.model = model
@@ -138,6 +141,11 @@ class Agent:
         self.config = config
         self.ledger: Ledger | None = None
         """The budget its model calls are charged to (None: no budget above or on it)."""
+        self.gates = ApprovalPolicy()
+        """Which of its calls wait for a decision (the runtime fixes it from its log)."""
+        self.approvals = approvals if approvals is not None else ApprovalDesk()
+        self.waiting: WaitingStep | None = None
+        """A turn a restart left waiting for a decision, which its next run takes up."""
         self.inbox = Inbox(self.session.submit, self.session.flush)
         self._tasks = TaskOwner(f"agent {config.name}")
         self._status: Literal["idle", "running"] = "idle"
@@ -273,8 +281,11 @@ class Agent:
         return await self.send(message, target="next-step", wake=False)
 
     def wake(self) -> bool:
-        """Run pending next-turn work (after a resume); False when there is none."""
-        if self._disposed or not self.inbox.next_turn:
+        """Run pending next-turn work (after a resume); False when there is none.
+
+        A turn left waiting for an approval is work: it takes its wait up again.
+        """
+        if self._disposed or not (self.inbox.next_turn or self.waiting is not None):
             return False
         self._wake = True
         self._kick()
@@ -293,7 +304,9 @@ class Agent:
 
         try:
             while not self._disposed and (
-                self.inbox.next_turn or (self._wake and self.inbox.next_step)
+                self.waiting is not None
+                or self.inbox.next_turn
+                or (self._wake and self.inbox.next_step)
             ):
                 self._wake = False
                 self._abort_cause = self._abort_command = None
@@ -308,6 +321,16 @@ class Agent:
             self._abort_cause = self._abort_command = None
             self._set_status("idle")
             self._idle.set()
+
+    def take_waiting(self) -> WaitingStep | None:
+        """The waiting turn to take up (once), or None."""
+        waiting, self.waiting = self.waiting, None
+        return waiting
+
+    @property
+    def waits_for_approval(self) -> bool:
+        """Whether its turn waits for a decision now (or will, once it runs again)."""
+        return self.waiting is not None or bool(self.approvals.waiting(self.id))
 
     @property
     def takes_steering(self) -> bool:

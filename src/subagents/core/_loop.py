@@ -17,6 +17,7 @@ from ..ids import new_message_id
 from ..messages import AssistantMessage, ToolCallBlock, ToolResultMessage, user_message
 from ..models import BlockAssembler, ModelChunk, ModelRequest, ReasoningDelta, TextDelta
 from ..sessions import (
+    ApprovalRequest,
     AssistantMessageEvent,
     ModelErrorEvent,
     RequestHeader,
@@ -28,9 +29,11 @@ from ..sessions import (
     TurnEnd,
     TurnStart,
     UserMessageEvent,
+    WaitingStep,
 )
-from ..tools import ToolOutcome, execute_tool
+from ..tools import ToolOutcome, check_call, execute_tool, run_checked
 from ._agent import CONTEXT_CLEARED, CONTEXT_SOURCE
+from ._approvals import denied_outcome
 from ._bus import AgentFailed, AgentReasoningDelta, AgentTextDelta
 
 if TYPE_CHECKING:
@@ -59,13 +62,22 @@ class _Turn:
 
 
 async def run_turn(agent: Agent) -> StopReason:
-    """Run one turn to its end and record how it ended."""
-    agent.turn_number += 1
-    turn = _Turn(agent.turn_number)
+    """Run one turn to its end and record how it ended.
+
+    A turn a restart left waiting for an approval (`agent.waiting`) is taken up where it
+    stopped, in its own turn and step, instead of starting a new one.
+    """
+    waiting = agent.take_waiting()
     record = agent.record
-    record(TurnStart(turn=turn.number))
+    if waiting is None:
+        agent.turn_number += 1
+        turn = _Turn(agent.turn_number)
+        record(TurnStart(turn=turn.number))
+    else:
+        turn = _Turn(waiting.turn)
+        turn.step, turn.step_open = waiting.step, True
     try:
-        end = await _run_steps(agent, turn)
+        end = await _run_steps(agent, turn, waiting)
     except asyncio.CancelledError:
         cause = agent.take_abort_cause()
         _close_step(agent, turn)
@@ -96,10 +108,17 @@ def _close_step(agent: Agent, turn: _Turn) -> None:
         agent.record(StepEnd(turn=turn.number, step=turn.step))
 
 
-async def _run_steps(agent: Agent, turn: _Turn) -> TurnEnd:
+async def _run_steps(agent: Agent, turn: _Turn, waiting: WaitingStep | None) -> TurnEnd:
     """Steps until the model stops asking for tools and no step input is pending."""
     record = agent.record
     reason: StopReason = "completed"
+    if waiting is not None:
+        agent.prepared()
+        batch = _ToolBatch(agent, turn.number, turn.step, waiting.calls)
+        concluded = await batch.run_guarded(start=waiting.committed, request=waiting.request)
+        _close_step(agent, turn)
+        if concluded and not agent.inbox.next_step:
+            return TurnEnd(turn=turn.number, reason=reason)
     while True:
         batch = agent.inbox.claim(first_step=turn.step == 0)
         if turn.step == 0 and not batch:
@@ -315,13 +334,17 @@ async def _execute(agent: Agent, call: ToolCallBlock) -> ToolOutcome:
 
 
 def _groups(agent: Agent, calls: tuple[ToolCallBlock, ...]) -> list[list[int]]:
-    """Consecutive parallel-safe calls share a group (up to the cap); others run alone."""
+    """Consecutive parallel-safe calls share a group (up to the cap); others run alone.
+
+    A gated call runs alone: nothing else of its response starts before it is decided.
+    """
     cap = agent.config.max_parallel_tools
+    gates = agent.gates
     groups: list[list[int]] = []
     current: list[int] = []
     for index, call in enumerate(calls):
         spec = agent.tools.get(call.name)
-        if spec is not None and spec.parallel_safe:
+        if spec is not None and spec.parallel_safe and gates.gates(call.name) is None:
             if cap is not None and len(current) >= cap:
                 groups.append(current)
                 current = []
@@ -408,8 +431,30 @@ class _ToolBatch:
         self.committed = index + 1
         self.concluded = self.concluded or outcome.concludes_turn
 
-    async def run(self) -> bool:
+    async def run_guarded(self, *, start: int = 0, request: ApprovalRequest | None = None) -> bool:
+        """`run`, committing whatever a cancellation left (see `settle_cancelled`)."""
+        self.committed = start
+        try:
+            return await self.run(start=start, request=request)
+        except asyncio.CancelledError:
+            await self.settle_cancelled()
+            raise
+
+    async def run(self, *, start: int = 0, request: ApprovalRequest | None = None) -> bool:
+        """Run the calls from `start` on; `request` is the waiting call's, made before a restart."""
+        gates = self.agent.gates
         for group in _groups(self.agent, self.calls):
+            if group[0] < start:
+                continue
+            if len(group) == 1:
+                index = group[0]
+                resumed = request if request is not None and index == start else None
+                pattern = gates.gates(self.calls[index].name)
+                if resumed is not None or pattern is not None:
+                    reason = resumed.reason if resumed is not None else f"gated by {pattern!r}"
+                    await self._run_gated(index, reason, resumed)
+                    self.commit(index, self.outcomes[index])
+                    continue
             for index in group:
                 self.record_call(index)
             if self._needs_checkpoint(group):
@@ -426,6 +471,40 @@ class _ToolBatch:
             for index in group:
                 self.commit(index, self.outcomes[index])
         return self.concluded
+
+    async def _run_gated(self, index: int, reason: str, request: ApprovalRequest | None) -> None:
+        """A gated call: checked, put to a person, and run only once approved.
+
+        Its `tool/call` is recorded only when it starts (approved) or gets its result: a
+        request without one never ran.
+        """
+        agent = self.agent
+        call = self.calls[index]
+        ctx = _CallContext(agent, call)
+        checked = check_call(agent.tools, call, ctx)
+        if isinstance(checked, ToolOutcome) and request is None:
+            self.record_call(index)
+            self.outcomes[index] = checked
+            return
+        decision = await agent.approvals.wait(
+            agent, turn=self.turn, step=self.step, call=call, reason=reason, request=request
+        )
+        if not decision.approved:
+            self.record_call(index)
+            self.outcomes[index] = denied_outcome(decision, call.name)
+            return
+        self.record_call(index)
+        if isinstance(checked, ToolOutcome):  # approved before a restart; it fails now
+            self.outcomes[index] = checked
+            return
+        if checked.spec.checkpoint:
+            await agent.session.flush()
+        outcome = await run_checked(checked, call, ctx, concluded=ctx.concluded)
+        if agent.take_abort_cause() is not None:
+            if outcome.is_error:
+                self.outcomes[index] = outcome
+            raise asyncio.CancelledError
+        self.outcomes[index] = outcome
 
     async def settle_cancelled(self) -> None:
         """Commit every call left after a cancellation.
@@ -456,9 +535,4 @@ class _ToolBatch:
 
 async def _run_tools(agent: Agent, turn: int, step: int, message: AssistantMessage) -> bool:
     """Run the calls of one response; True when a result concluded the turn."""
-    batch = _ToolBatch(agent, turn, step, message.tool_calls)
-    try:
-        return await batch.run()
-    except asyncio.CancelledError:
-        await batch.settle_cancelled()
-        raise
+    return await _ToolBatch(agent, turn, step, message.tool_calls).run_guarded()

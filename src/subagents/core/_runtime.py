@@ -23,6 +23,9 @@ from ..models import Model, open_model
 from ..policy import canonical_root, within
 from ..sessions import (
     DEFAULT_CRASH_RETRIES,
+    ApprovalDecided,
+    ApprovalPolicySet,
+    ApprovalRequest,
     AssistantMessageEvent,
     EventRecord,
     EventStore,
@@ -36,12 +39,15 @@ from ..sessions import (
     StopReason,
     TurnEnd,
     UsageProjection,
+    approval_requests,
     crash_recovery,
     fold,
     interrupted_turn_closers,
+    waiting_step,
 )
 from ..tools import ToolRegistry, ToolSpec
 from ._agent import Agent, AgentConfig, check_max_tokens
+from ._approvals import ApprovalDesk, ApprovalPolicy, pick_request
 from ._bus import AgentCreated, CausalOrder, EventBus, SessionEventPosted
 from ._control import ControlServer
 from ._inbox import replay_inbox
@@ -128,8 +134,13 @@ class AgentRuntime(AsyncResource):
         model_factory: Callable[[str], Model] | None = None,
         crash_retries: int = DEFAULT_CRASH_RETRIES,
         lease_from: str | None = None,
+        approval: ApprovalPolicy | str | Iterable[str] | None = None,
+        approval_timeout: float | None = None,
     ) -> None:
         check_tenant_id(tenant)
+        self.approval = ApprovalPolicy.parse(approval, timeout=approval_timeout)
+        """The gates of the trees it starts: which calls wait for a person (`approve`)."""
+        self.approval_desk = ApprovalDesk()
         if type(crash_retries) is not int or crash_retries < 0:  # a bool is not a count
             raise ConfigError(
                 f"crash_retries must be a whole number >= 0, not {crash_retries!r}",
@@ -358,15 +369,21 @@ class AgentRuntime(AsyncResource):
         records = await self.store.read(header.id, tenant=self.tenant)
         session = Session(header, self.store, self.clock, records)
         known = self.recovered_outcomes(header.id)
-        repair = (
-            crash_recovery(records, known, max_retries=self.crash_retries)
-            if retry_cut_turn
-            else interrupted_turn_closers(records, known)
-        )
-        for event in repair:
-            # Repair records reuse the last real timestamp: the downtime is not part of the turn.
-            await session.append(event, time=records[-1].time)
-        return self._publish(session, config or AgentConfig())
+        waiting = waiting_step(records[header.seed_length :]) if retry_cut_turn else None
+        if waiting is None:
+            repair = (
+                crash_recovery(records, known, max_retries=self.crash_retries)
+                if retry_cut_turn
+                else interrupted_turn_closers(records, known)
+            )
+            for event in repair:
+                # Repair records reuse the last real timestamp: the downtime is not part of
+                # the turn.
+                await session.append(event, time=records[-1].time)
+        agent = self._publish(session, config or AgentConfig())
+        # A turn that waits for a decision is not cut off: its next run takes the wait up.
+        agent.waiting = waiting
+        return agent
 
     def recovered_outcomes(self, session_id: SessionId) -> Mapping[str, KnownOutcome]:
         """Real outcomes of `session_id`'s cut-off calls, by call id (extension hook).
@@ -522,7 +539,9 @@ class AgentRuntime(AsyncResource):
             tools=self.tools.scope(),
             bus=self.bus,
             config=config,
+            approvals=self.approval_desk,
         )
+        self._fix_gates(agent)
         self._agents[agent.id] = agent
         agent_id = agent.id
 
@@ -537,6 +556,100 @@ class AgentRuntime(AsyncResource):
 
     def setup_agent(self, agent: Agent) -> None:
         """Install per-agent registrations before the agent is published (extension hook)."""
+
+    def _fix_gates(self, agent: Agent) -> None:
+        """An agent's gates are the last `approval/policy` of its own log (after any seed).
+
+        A new root records the runtime's; a new child its parent's joined with its own
+        (`own_gates`), so a child can add gates and never drop one.
+        """
+        header = agent.session.header
+        recorded = [
+            r.event
+            for r in agent.session.records[header.seed_length :]
+            if isinstance(r.event, ApprovalPolicySet)
+        ]
+        if recorded:
+            last = recorded[-1]
+            agent.gates = ApprovalPolicy(frozenset(last.tools), last.timeout)
+            return
+        parent = self._agents.get(header.parent) if header.parent is not None else None
+        if header.parent is None:
+            gates = self.approval.join(self.own_gates(agent))
+        else:
+            inherited = parent.gates if parent is not None else ApprovalPolicy()
+            gates = inherited.join(self.own_gates(agent))
+        if not gates.empty:
+            agent.record(
+                ApprovalPolicySet(
+                    tools=tuple(sorted(gates.tools)),
+                    timeout=gates.timeout,
+                    source="runtime" if header.parent is None else "delegation",
+                )
+            )
+        agent.gates = gates
+
+    def add_gates(self, agent: Agent, policy: ApprovalPolicy) -> None:
+        """Gate more of an agent's calls from now on (recorded; gates are never removed)."""
+        joined = agent.gates.join(policy)
+        if joined != agent.gates:
+            agent.record(
+                ApprovalPolicySet(
+                    tools=tuple(sorted(joined.tools)),
+                    timeout=joined.timeout,
+                    source="runtime" if agent.session.header.parent is None else "delegation",
+                )
+            )
+            agent.gates = joined
+
+    async def decide_call(
+        self,
+        session_id: SessionId,
+        call_id: str | None,
+        *,
+        approved: bool,
+        by: str,
+        reason: str | None = None,
+        command: int | None = None,
+        name: str | None = None,
+    ) -> tuple[ApprovalRequest, ApprovalDecided, bool]:
+        """Decide a request of a session of a tree held here: (request, decision, applied).
+
+        `applied` is True when a turn here waited on it and now goes on; False when it was
+        recorded in the log for the turn to find when it runs again (a tree resumed later).
+        A `command` already applied (by a holder that died before marking it done) is not
+        applied twice: its recorded decision is returned.
+
+        Raises:
+            SubagentError: `NOT_FOUND`, `ALREADY_DECIDED`, `NO_PENDING_REQUEST`,
+                `AMBIGUOUS_REQUEST` (see `pick_request`); nothing is written then.
+        """
+        header = await self.read_header(session_id)
+        shown = name or str(session_id)
+        records = (await self.read_log(session_id))[header.seed_length :]
+        requests = approval_requests(records)
+        if command is not None:
+            for request in requests:
+                if request.decision is not None and request.decision.command == command:
+                    return request, request.decision, False
+        request = pick_request(requests, call_id, name=shown)
+        decision = ApprovalDecided(
+            call_id=request.call_id, approved=approved, by=by, reason=reason, command=command
+        )
+        if await self.approval_desk.decide(header.id, decision):
+            return request, decision, True
+        live = self.get_agent(header.id)
+        if live is not None:  # loaded, its wait not taken up yet: its run finds the decision
+            live.record(decision)
+            await live.session.flush()
+        else:
+            await self.append_stored(header.id, decision)
+        return request, decision, False
+
+    def own_gates(self, agent: Agent) -> ApprovalPolicy:
+        """Gates a new agent adds to what it inherits (extension hook: a definition's)."""
+        del agent
+        return ApprovalPolicy()
 
     async def wait_quiescent(self) -> None:
         """Wait until no agent runs, no background work is in flight, and the log is durable.

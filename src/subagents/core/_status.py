@@ -4,7 +4,9 @@ A member's status says where its work stands, told apart so that a person (or a 
 what to do next: a settled turn (`completed`, `failed`), a turn stopped on purpose (`aborted`:
 Ctrl-C, `interrupt`, a parent's cancel), a turn whose process died (`crashed`: the turn is still
 open in the log and no live process holds the tree) and a turn a crash cut off that repair has
-closed (`cut-off`); `resume` runs the last two again.
+closed (`cut-off`); `resume` runs the last two again. A turn whose tool call waits for a
+person's decision is `waiting for approval`, whether or not a process holds its tree: the
+decision is what moves it on (a resume then takes the wait up again).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ class Status(StrEnum):
 
     RUNNING = "running"
     """A live process is running its turn."""
+    WAITING = "waiting for approval"
+    """Its turn waits for a decision on a gated tool call (`subagents approve` / `deny`)."""
     IDLE = "idle"
     """Loaded by a live process, between turns (or it never ran one)."""
     READY = "ready"
@@ -45,6 +49,7 @@ class Status(StrEnum):
 
 _MEANINGS = {
     Status.RUNNING: "a live process is running its turn",
+    Status.WAITING: "a tool call of its turn waits for a decision: `approve` or `deny` it",
     Status.IDLE: "loaded by a live process, between turns",
     Status.READY: "a stored continuable child whose last turn completed; a message continues it",
     Status.COMPLETED: "its last turn completed",
@@ -78,6 +83,8 @@ def stored_status(view: StatusView, *, held: bool, continuable: bool = False) ->
     `ready`: it is resumable, not a result waiting to be collected.
     """
     if view.status == "running":
+        if view.waiting:
+            return Status.WAITING
         return Status.RUNNING if held else Status.CRASHED
     status = settled_status(view.last_stop)
     if continuable and status in (Status.COMPLETED, Status.IDLE):
@@ -90,14 +97,15 @@ def live_status(
     last_stop: StopReason | None,
     *,
     continuable: bool = False,
+    waiting: bool = False,
 ) -> Status:
-    """The status of a live agent: `running`, else how its last turn ended.
+    """The status of a live agent: `running` (or waiting), else how its last turn ended.
 
     A continuable child between completed turns is `idle` (it may be waiting on agents it
     started, and a message continues it): for it `completed` would read as final.
     """
     if agent_status == "running":
-        return Status.RUNNING
+        return Status.WAITING if waiting else Status.RUNNING
     status = settled_status(last_stop)
     if continuable and status is Status.COMPLETED:
         return Status.IDLE

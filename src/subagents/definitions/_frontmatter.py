@@ -14,6 +14,7 @@ import yaml
 from jsonschema import Draft202012Validator, SchemaError
 
 from .._yaml import MAX_NESTING as _YAML_NESTING, BoundedLoader, YamlLimitError
+from ..core import ApprovalPolicy
 from ..errors import SubagentsError
 from ..messages import JsonObject
 from ..models import parse_model_spec
@@ -39,6 +40,8 @@ KEYS = (
     "background",
     "output_schema",
     "budget",
+    "approval",
+    "approval_timeout",
 )
 ALIASES = {"disallowedTools": "disallowed_tools"}
 """Claude Code spellings of keys we do use (a deny list is never ignored)."""
@@ -212,6 +215,23 @@ class Frontmatter:
             self.error(line, f"`{key}` is not a valid JSON Schema: {exc.message}")
             return None
         return schema
+
+    def approval(self) -> ApprovalPolicy:
+        """`approval` (`all` or tool names and patterns) with its `approval_timeout`."""
+        gates = self._get("approval")
+        timeout = self._get("approval_timeout")
+        try:
+            tools = ApprovalPolicy.parse(gates[1] if gates is not None else None, what="`approval`")
+        except SubagentsError as exc:
+            self.error(gates[0] if gates is not None else 1, exc.message)
+            return ApprovalPolicy()
+        try:
+            return ApprovalPolicy.parse(
+                tools, timeout=timeout[1] if timeout is not None else None, what="`approval`"
+            )
+        except SubagentsError as exc:
+            self.error(timeout[0] if timeout is not None else 1, exc.message)
+            return tools
 
     def limits(self, key: str, names: tuple[str, ...]) -> dict[str, int] | None:
         """A mapping of some of `names` to positive integers."""

@@ -27,11 +27,11 @@ import asyncio
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeAlias
 
-from ..core import Budget
+from ..core import ApprovalPolicy, Budget
 from ..errors import ConfigError
 from ..ids import check_tenant_id
 from ..messages import JsonObject
@@ -83,6 +83,9 @@ class AgentDefinition:
     output_schema: JsonObject | None = None
     budget: Budget | None = None
     """Limits for agents started from it and their subtrees (narrowed by what is left above)."""
+    approval: ApprovalPolicy = field(default_factory=ApprovalPolicy)
+    """The calls of agents started from it that wait for a person's decision (`approval`,
+    `approval_timeout`), on top of the gates of the agent that starts it."""
     source: str = ""
     """The file it was read from."""
     line: int = 1
@@ -123,6 +126,7 @@ def parse_definition(
         background=True if background is None else background,
         output_schema=found.schema("output_schema"),
         budget=None if limits is None else Budget(**limits),
+        approval=found.approval(),
         source=source,
         line=found.line_of("name"),
         tier=tier,

@@ -4,6 +4,7 @@ The provider registry, named children and their catalogs, continuable and backgr
 tree state and crash recovery, and the runtime that mounts the delegation tools.
 """
 
+from ._approvals import PendingApproval as PendingApproval
 from ._background import TaskOutcome as TaskOutcome, TaskRegistry as TaskRegistry
 from ._catalog import (
     catalog_entries as catalog_entries,
@@ -74,6 +75,7 @@ __all__ = [
     "InProcessChild",
     "InProcessProvider",
     "MemberRow",
+    "PendingApproval",
     "Placement",
     "ProviderAdded",
     "ProviderRemoved",

@@ -24,6 +24,7 @@ from ..errors import ErrorCode, LeaseHeld, NotFoundError, SubagentError, Subagen
 from ..ids import MessageId, SessionId
 from ..messages import MessageSource, TextBlock, UserMessage
 from ..sessions import (
+    DECISION_KINDS,
     Command,
     CommandKind,
     CommandRow,
@@ -39,6 +40,7 @@ from ..sessions import (
     fold,
     parse_command,
 )
+from ._approvals import decide_here
 
 log = logging.getLogger("subagents.commands")
 
@@ -118,6 +120,18 @@ class CommandDesk:
     async def execute(self, command: Command) -> dict[str, Any]:
         """Execute one checked command here; its outcome (raises `SubagentsError` on refusal)."""
         header = await self._member(command)
+        if command.kind in DECISION_KINDS:
+            assert command.call_id is not None
+            assert command.by is not None
+            return await decide_here(
+                self._runtime,
+                header,
+                command.call_id,
+                approved=command.kind == "approve",
+                by=command.by,
+                reason=command.text,
+                command=command.id,
+            )
         records = await self._runtime.read_log(header.id)
         if command.kind == "interrupt":
             if any(isinstance(r.event, TurnEnd) and r.event.command == command.id for r in records):
@@ -177,6 +191,7 @@ async def ask_holder(
     *,
     take_over: Callable[[SessionHeader], Awaitable[None]],
     patience: float = COMMAND_TIMEOUT_SECONDS,
+    body: bytes | None = None,
 ) -> dict[str, Any]:
     """Have the process holding `header`'s tree execute a command; its outcome once taken.
 
@@ -194,7 +209,7 @@ async def ask_holder(
         tenant=runtime.tenant,
         target=target.id,
         kind=kind,
-        body=encode_body(text),
+        body=body if body is not None else encode_body(text),
         now=time.time(),
     )
     deadline = runtime.clock.now() + patience

@@ -17,10 +17,12 @@ from ..core import (
     Agent,
     AgentConfig,
     AgentRuntime,
+    ApprovalPolicy,
     Budget,
     RunResult,
     check_max_tokens,
     lease_alive,
+    pick_request,
     run_result,
 )
 from ..definitions import (
@@ -42,19 +44,29 @@ from ..errors import (
 from ..ids import SessionId
 from ..models import Model
 from ..names import ROOT_NAME
-from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode, store_paths
+from ..policy import SandboxMode, SandboxPolicy, parse_mode, store_paths
 from ..sessions import (
+    DECISION_KINDS,
     DEFAULT_CRASH_RETRIES,
     MAX_COMMAND_TEXT,
     CommandKind,
     EventStore,
     KnownOutcome,
-    SandboxModeSet,
     SessionHeader,
     SubagentDescriptor,
+    approval_requests,
+    encode_decision,
 )
 from ..tools import ToolSpec
 from ..workspace import workspace_tools
+from ._approvals import (
+    PendingApproval,
+    WaitNotices,
+    check_decision,
+    decide_here,
+    definition_gates,
+    list_approvals,
+)
 from ._background import TaskRegistry
 from ._budget_book import combined, with_budget
 from ._commands import (
@@ -65,6 +77,7 @@ from ._commands import (
     wait_for_answer,
 )
 from ._continuable import ContinuableManager
+from ._modes import SandboxModes
 from ._providers import InProcessProvider, ToolFilter
 from ._recovery import TreeRecovery
 from ._scope import DELEGATION_TAG, AgentProfile, check_definition_tools, child_profile
@@ -170,6 +183,8 @@ class RuntimeOptions(TypedDict, total=False):
     sandbox: SandboxMode
     workspace_tools: bool
     crash_retries: int
+    approval: ApprovalPolicy | str | Iterable[str] | None
+    approval_timeout: float | None
 
 
 class DelegationRuntime(AgentRuntime):
@@ -200,6 +215,8 @@ class DelegationRuntime(AgentRuntime):
         sandbox: SandboxMode = "workspace-write",
         workspace_tools: bool = True,
         crash_retries: int = DEFAULT_CRASH_RETRIES,
+        approval: ApprovalPolicy | str | Iterable[str] | None = None,
+        approval_timeout: float | None = None,
     ) -> None:
         super().__init__(
             model=model,
@@ -211,12 +228,10 @@ class DelegationRuntime(AgentRuntime):
             model_spec=model_spec,
             model_factory=model_factory,
             crash_retries=crash_retries,
+            approval=approval,
+            approval_timeout=approval_timeout,
         )
-        self.sandbox: SandboxMode = parse_mode(sandbox)
-        """The file policy of new roots (children take their parent's)."""
-        self._sandbox_modes: dict[SessionId, SandboxMode] = {}
-        self._private_paths: tuple[str, ...] = ()
-        """The store's files: hidden from every confined run and file tool."""
+        self.modes = SandboxModes(sandbox)
         self._workspace_tools = workspace_tools
         self.delegation = delegation or DelegationOptions()
         self.subagents = SubagentService(
@@ -254,8 +269,9 @@ class DelegationRuntime(AgentRuntime):
         if folder is not None:
             await asyncio.to_thread(check_definitions_folder, folder)
         await super().__aenter__()
-        self._private_paths = await asyncio.to_thread(_store_files, self.store)
+        self.modes.hidden = await asyncio.to_thread(_store_files, self.store)
         self._stack.push_async_callback(self.tasks.aclose)
+        self._stack.push_async_callback(WaitNotices(self).aclose)
         options = self.delegation
         if options.definitions is None or options.definitions_folder is not None:
             await self.reload_definitions()
@@ -372,6 +388,7 @@ class DelegationRuntime(AgentRuntime):
             depth_cap=profile.depth_cap if profile is not None else None,
         )
         agent.record(with_budget(descriptor, budget))
+        self.add_gates(agent, definition.approval)
         if profile is not None:
             self.subagents.profiles[agent.id] = profile
             _apply(agent, profile.tool_filter)
@@ -568,6 +585,7 @@ class DelegationRuntime(AgentRuntime):
         text: str | None,
         *,
         take_over: Callable[[SessionHeader], Awaitable[None]] | None = None,
+        body: bytes | None = None,
     ) -> dict[str, Any]:
         """Have the live process holding the tree execute a command (see `ask_holder`)."""
         return await ask_holder(
@@ -578,6 +596,7 @@ class DelegationRuntime(AgentRuntime):
             text,
             take_over=take_over or self._take_over,
             patience=self.command_patience,
+            body=body,
         )
 
     async def _held_elsewhere(self, header: SessionHeader) -> bool:
@@ -617,6 +636,73 @@ class DelegationRuntime(AgentRuntime):
         """
         await self.hold(header.id)
         await self.control.serve_now(lambda: self.commands.serve([header.id], kinds={"interrupt"}))
+
+    # -- approvals ---------------------------------------------------------------------------
+
+    async def approvals(self, root: SessionId | str | None = None) -> list[PendingApproval]:
+        """The approval requests waiting in one tree (or in every tree of this tenant)."""
+        roots = (
+            [await self._root(root)]
+            if root is not None
+            else await self.store.list_headers(tenant=self.tenant, roots_only=True)
+        )
+        return await list_approvals(self, roots)
+
+    async def approve(
+        self, root: SessionId | str, name: str, call_id: str | None = None, *, by: str = "api"
+    ) -> dict[str, Any]:
+        """Approve a member's waiting call (its only one when `call_id` is None): it runs.
+
+        Works on a tree held here, by another live process (through its control channel) or
+        by none (recorded; the call runs when the tree is resumed). Raises `SubagentError`:
+        `NOT_FOUND`, `ALREADY_DECIDED`, `NO_PENDING_REQUEST`, `AMBIGUOUS_REQUEST`.
+        """
+        return await self._decide(root, name, call_id, approved=True, by=by, reason=None)
+
+    async def deny(
+        self,
+        root: SessionId | str,
+        name: str,
+        call_id: str | None = None,
+        *,
+        reason: str | None = None,
+        by: str = "api",
+    ) -> dict[str, Any]:
+        """Deny a member's waiting call: its model reads `reason` as the call's error result."""
+        return await self._decide(root, name, call_id, approved=False, by=by, reason=reason)
+
+    async def _decide(
+        self,
+        root: SessionId | str,
+        name: str,
+        call_id: str | None,
+        *,
+        approved: bool,
+        by: str,
+        reason: str | None,
+    ) -> dict[str, Any]:
+        reason, by = check_decision(call_id, by, reason)
+        header = await self._root(root)
+        target = await find_member(self.store, header, name)
+        if header.id not in self.commands.ready and await self._held_elsewhere(header):
+            if call_id is None:  # the command names its call: pick it from the stored log
+                records = await self.store.read(target.id, tenant=self.tenant)
+                shown = name.strip("/")
+                call_id = pick_request(approval_requests(records), None, name=shown).call_id
+            body = encode_decision(call_id, by=by, reason=reason)
+            kind: CommandKind = "approve" if approved else "deny"
+            return await self._ask(
+                header, target, kind, None, take_over=self._take_over_to_decide, body=body
+            )
+        return await decide_here(self, target, call_id, approved=approved, by=by, reason=reason)
+
+    async def _take_over_to_decide(self, header: SessionHeader) -> None:
+        """The holder died: hold the tree here and record the decisions asked, running nothing."""
+        await self.hold(header.id)
+        await self.control.serve_now(lambda: self.commands.serve([header.id], kinds=DECISION_KINDS))
+
+    def own_gates(self, agent: Agent) -> ApprovalPolicy:
+        return definition_gates(agent)
 
     async def interrupt(self, root: SessionId | str, name: str) -> bool:
         """Stop a member of a tree by full name; True when a turn was stopped.
@@ -687,7 +773,7 @@ class DelegationRuntime(AgentRuntime):
     def setup_agent(self, agent: Agent) -> None:
         """Fix a new agent's file policy; give a resumed definition root its recorded scope."""
         agent.prepare = self._settle_in
-        self._fix_sandbox_mode(agent)
+        self.modes.fix(agent)
         self._tell_file_policy(agent)
         header = agent.session.header
         if header.parent is not None or agent.id in self.subagents.profiles:
@@ -734,42 +820,15 @@ class DelegationRuntime(AgentRuntime):
 
         The paragraph is replaced in place on a switch, so the next request says the new mode.
         """
-        mode = self._sandbox_modes.get(agent.id, self.sandbox)
-        statement = file_policy_statement(mode, agent.session.header.cwd)
+        statement = file_policy_statement(self.modes.of(agent.id), agent.session.header.cwd)
         agent.config = told(agent.config, FILE_POLICY, statement)
-
-    def _fix_sandbox_mode(self, agent: Agent) -> None:
-        """An agent's mode is the last `sandbox/mode` of its own log (after any fork seed).
-
-        A new root records the runtime's mode; a new child records its parent's, so it can
-        never be wider than its parent's and a later switch of the parent does not change it.
-        """
-        header = agent.session.header
-        recorded: list[SandboxMode] = [
-            r.event.mode
-            for r in agent.session.records[header.seed_length :]
-            if isinstance(r.event, SandboxModeSet)
-        ]
-        if recorded:
-            self._sandbox_modes[agent.id] = recorded[-1]
-            return
-        parent = self._sandbox_modes.get(header.parent) if header.parent is not None else None
-        mode = parent if parent is not None else self.sandbox
-        source: Literal["runtime", "delegation"] = "delegation" if parent else "runtime"
-        agent.record(SandboxModeSet(mode=mode, source=source))
-        self._sandbox_modes[agent.id] = mode
 
     def sandbox_policy(self, agent_id: str) -> SandboxPolicy:
         """The file policy an agent's tools and scripts run under right now."""
         agent = self.get_agent(agent_id)
         if agent is None:
             raise NotFoundError(f"no live agent {agent_id}", code=ErrorCode.NOT_FOUND)
-        return SandboxPolicy(
-            mode=self._sandbox_modes.get(agent.id, self.sandbox),
-            workspace_root=agent.session.header.cwd,
-            session_id=agent.id,
-            hidden=self._private_paths,
-        )
+        return self.modes.policy(agent)
 
     def confines_children(self, parent: Agent) -> bool:
         """A child's cwd stays inside its parent's workspace unless the parent is unconfined.
@@ -777,25 +836,24 @@ class DelegationRuntime(AgentRuntime):
         Under `danger-full-access` the parent itself may touch any path, so there is no
         boundary a child's workspace could widen.
         """
-        return self._sandbox_modes.get(parent.id, self.sandbox) != "danger-full-access"
+        return self.modes.of(parent.id) != "danger-full-access"
 
     def set_sandbox_mode(self, agent: Agent, mode: SandboxMode) -> None:
         """Switch a live agent's file policy (recorded; its next confined call uses it).
 
         A child can only narrow: a mode wider than its parent's is refused (`USAGE`).
         """
-        mode = parse_mode(mode)
-        parent_id = agent.session.header.parent
-        parent = self._sandbox_modes.get(parent_id) if parent_id is not None else None
-        if parent is not None and narrower(mode, parent) != mode:
-            raise ConfigError(
-                f"{agent.name} may not widen its sandbox mode to {mode}: its parent runs "
-                f"{parent}, and a child can only narrow",
-                code=ErrorCode.USAGE,
-            )
-        agent.record(SandboxModeSet(mode=mode, source="user"))
-        self._sandbox_modes[agent.id] = mode
+        self.modes.switch(agent, mode)
         self._tell_file_policy(agent)
+
+    @property
+    def sandbox(self) -> SandboxMode:
+        """The file policy of new roots (children take their parent's)."""
+        return self.modes.default
+
+    @sandbox.setter
+    def sandbox(self, mode: SandboxMode) -> None:
+        self.modes.default = parse_mode(mode)
 
     async def before_close(self) -> None:
         # Continuable children are released child-first, without notices, keeping their

@@ -131,6 +131,8 @@ def descriptor_for(
         depth_cap=profile.depth_cap if profile is not None else None,
         output_schema=output_schema(admission),
         agent_model=admission.model_spec,
+        approval=tuple(sorted(definition.approval.tools)) if definition is not None else (),
+        approval_timeout=definition.approval.timeout if definition is not None else None,
     )
     return with_budget(descriptor, budget)
 

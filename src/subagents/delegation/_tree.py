@@ -105,9 +105,25 @@ def tree_json(members: list[TreeMember]) -> list[dict[str, object]]:
                 )
                 if value is not None
             }
+    _roll_up_approvals(rows, members)
     if rows:
         rows[0]["total_usage"] = usage_json(total_usage([m.row for m in members]))
     return rows
+
+
+def _roll_up_approvals(rows: list[dict[str, object]], members: list[TreeMember]) -> None:
+    """Each row's pending approval requests (`approvals_pending`) and its subtree's below it."""
+    parents = {m.row.name: m.row.parent for m in members}
+    below: dict[str, int] = {}
+    for row, member in zip(rows, members, strict=True):
+        own = len(fold(StatusProjection(), member.records).waiting)
+        row["approvals_pending"] = own
+        parent = member.row.parent
+        while own and parent is not None:
+            below[parent] = below.get(parent, 0) + own
+            parent = parents.get(parent)
+    for row, member in zip(rows, members, strict=True):
+        row["approvals_below"] = below.get(member.row.name, 0)
 
 
 async def find_member(store: EventStore, root: SessionHeader, name: str) -> SessionHeader:

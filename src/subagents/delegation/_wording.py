@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_PARAMETER_TEXT",
+    "approval_wait_notice",
     "CANCELLED_TEXT",
     "CONTEXT_ORDER",
     "DELEGATION",
@@ -328,6 +329,18 @@ def notice_text(full_name: str, result: SubagentResult) -> str:
     if result.output:
         return f"{opening}\nIts closing message:\n{result.output}"
     return f"{opening}\nIt left no closing message."
+
+
+def approval_wait_notice(full_name: str, tool: str, call_id: str, arguments: str) -> str:
+    """What a background child's parent is told when one of the child's calls waits."""
+    shown = " ".join(arguments.split())
+    if len(shown) > 300:
+        shown = shown[:299] + "…"
+    return (
+        f"background subagent {full_name} is waiting for a person to approve its {tool} call "
+        f"{call_id} ({shown}). It makes no progress until someone decides; carry on with other "
+        "work meanwhile, and tell the user if the answer you owe depends on it."
+    )
 
 
 def rerun_notice_text(full_name: str, label: str, result: SubagentResult) -> str:

@@ -1,18 +1,31 @@
 """Sessions: durable event kinds, the store protocol and its backends, projections."""
 
+from ._approvals import (
+    ApprovalRequest as ApprovalRequest,
+    WaitingStep as WaitingStep,
+    approval_requests as approval_requests,
+    waiting_step as waiting_step,
+)
 from ._commands import (
     COMMAND_KINDS as COMMAND_KINDS,
+    DECISION_KINDS as DECISION_KINDS,
+    MAX_CALL_ID as MAX_CALL_ID,
     MAX_COMMAND_TEXT as MAX_COMMAND_TEXT,
+    MAX_DECIDER as MAX_DECIDER,
     Command as Command,
     CommandKind as CommandKind,
     CommandRow as CommandRow,
     CommandState as CommandState,
     decode_outcome as decode_outcome,
     encode_body as encode_body,
+    encode_decision as encode_decision,
     encode_outcome as encode_outcome,
     parse_command as parse_command,
 )
 from ._events import (
+    ApprovalDecided as ApprovalDecided,
+    ApprovalPolicySet as ApprovalPolicySet,
+    ApprovalRequested as ApprovalRequested,
     AssistantMessageEvent as AssistantMessageEvent,
     EventRecord as EventRecord,
     InboxSpliced as InboxSpliced,
@@ -64,12 +77,17 @@ from ._sqlite import SqliteEventStore as SqliteEventStore, parse_store_url as pa
 from ._store import EventStore as EventStore, Lease as Lease
 
 __all__ = [
+    "ApprovalDecided",
+    "ApprovalPolicySet",
+    "ApprovalRequest",
+    "ApprovalRequested",
     "AssistantMessageEvent",
     "COMMAND_KINDS",
     "Command",
     "CommandKind",
     "CommandRow",
     "CommandState",
+    "DECISION_KINDS",
     "DEFAULT_CRASH_RETRIES",
     "EventRecord",
     "EventStore",
@@ -78,7 +96,9 @@ __all__ = [
     "InboxTarget",
     "KnownOutcome",
     "Lease",
+    "MAX_CALL_ID",
     "MAX_COMMAND_TEXT",
+    "MAX_DECIDER",
     "ModelErrorEvent",
     "RequestHeader",
     "SandboxModeSet",
@@ -111,13 +131,17 @@ __all__ = [
     "UsageProjection",
     "UsageView",
     "UserMessageEvent",
+    "WaitingStep",
+    "approval_requests",
     "crash_recovery",
     "decode_outcome",
     "encode_body",
+    "encode_decision",
     "encode_outcome",
     "fold",
     "has_open_turn",
     "interrupted_turn_closers",
     "parse_command",
     "parse_store_url",
+    "waiting_step",
 ]

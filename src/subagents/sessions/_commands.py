@@ -1,7 +1,8 @@
 """Commands to a held tree: what another process asks the holder to do, kept in the store.
 
-A command (`send`, `steer`, `interrupt` a member) is one row, written by the asking process
-in its own transaction, so it is durable before the holder hears of it. The holder executes
+A command (`send`, `steer`, `interrupt` a member, `approve` or `deny` one of its calls) is
+one row, written by the asking process in its own transaction, so it is durable before the
+holder hears of it. The holder executes
 it and marks it `done` or `failed` with an outcome; a holder that dies first leaves it
 `pending` for the next process that takes the tree. The store keeps rows as they are
 (`CommandRow`); `parse_command` checks one before anything acts on it, so a row nobody could
@@ -26,13 +27,17 @@ __all__ = [
     "CommandKind",
     "CommandRow",
     "CommandState",
+    "DECISION_KINDS",
+    "MAX_CALL_ID",
+    "MAX_DECIDER",
     "decode_outcome",
     "encode_body",
+    "encode_decision",
     "encode_outcome",
     "parse_command",
 ]
 
-CommandKind = Literal["send", "steer", "interrupt"]
+CommandKind = Literal["send", "steer", "interrupt", "approve", "deny"]
 CommandState = Literal["pending", "done", "failed"]
 COMMAND_KINDS: Final[tuple[str, ...]] = get_args(CommandKind)
 MAX_COMMAND_TEXT: Final = 1_000_000
@@ -58,7 +63,11 @@ class CommandRow:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A checked command: `text` and `message_id` are set for `send` and `steer`."""
+    """A checked command: `text` and `message_id` are set for `send` and `steer`.
+
+    A decision (`approve`, `deny`) names its call (`call_id`) and who decided (`by`); a
+    denial's `text` is its reason.
+    """
 
     id: int
     root: SessionId
@@ -67,17 +76,33 @@ class Command:
     kind: CommandKind
     text: str | None
     message_id: MessageId | None
+    call_id: str | None = None
+    by: str | None = None
 
 
-class _Body(msgspec.Struct, forbid_unknown_fields=True):
+MAX_DECIDER: Final = 200
+"""The longest `by` a decision carries (who decided, as listings show it)."""
+MAX_CALL_ID: Final = 200
+
+DECISION_KINDS: Final = frozenset({"approve", "deny"})
+
+
+class _Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     text: str | None = None
     message_id: str | None = None
+    call_id: str | None = None
+    by: str | None = None
 
 
 def encode_body(text: str | None) -> bytes:
     """The body of a new command; a message gets its id now, so executing it twice is seen."""
     message_id = str(uuid.uuid4()) if text is not None else None
     return msgspec.json.encode(_Body(text=text, message_id=message_id))
+
+
+def encode_decision(call_id: str, *, by: str, reason: str | None = None) -> bytes:
+    """The body of an `approve` or `deny` command for one call."""
+    return msgspec.json.encode(_Body(text=reason, call_id=call_id, by=by))
 
 
 def _bad(row: CommandRow, why: str) -> UsageError:
@@ -106,6 +131,10 @@ def parse_command(row: CommandRow) -> Command:
         body = msgspec.json.decode(row.body, type=_Body)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise _bad(row, f"its body is not a command body ({exc})") from None
+    if row.kind in DECISION_KINDS:
+        return _decision(row, body)
+    if body.call_id is not None or body.by is not None:
+        raise _bad(row, f"a {row.kind} command names no call")
     takes_text = row.kind != "interrupt"
     if takes_text != (body.text is not None) or takes_text != (body.message_id is not None):
         wanted = "a text and a message id" if takes_text else "no text"
@@ -122,6 +151,28 @@ def parse_command(row: CommandRow) -> Command:
         kind=row.kind,  # pyright: ignore[reportArgumentType]  # checked against COMMAND_KINDS
         text=body.text,
         message_id=MessageId(body.message_id) if body.message_id is not None else None,
+    )
+
+
+def _decision(row: CommandRow, body: _Body) -> Command:
+    if body.message_id is not None:
+        raise _bad(row, f"a {row.kind} command carries no message id")
+    if not body.call_id or len(body.call_id) > MAX_CALL_ID:
+        raise _bad(row, f"a {row.kind} command names the call it decides")
+    if not body.by or len(body.by) > MAX_DECIDER:
+        raise _bad(row, f"a {row.kind} command says who decided, in at most {MAX_DECIDER} chars")
+    if body.text is not None and (row.kind != "deny" or len(body.text) > MAX_COMMAND_TEXT):
+        raise _bad(row, "only a deny command carries a reason, of a bounded length")
+    return Command(
+        id=row.id,
+        root=SessionId(row.root),
+        tenant=row.tenant,
+        target=SessionId(row.target),
+        kind=row.kind,  # pyright: ignore[reportArgumentType]  # checked against COMMAND_KINDS
+        text=body.text,
+        message_id=None,
+        call_id=body.call_id,
+        by=body.by,
     )
 
 

@@ -15,6 +15,9 @@ from ..ids import SessionId
 from ..messages import AssistantMessage, JsonObject, ToolResultMessage, Usage, UserMessage
 
 __all__ = [
+    "ApprovalDecided",
+    "ApprovalPolicySet",
+    "ApprovalRequested",
     "AssistantMessageEvent",
     "EVENT_KINDS",
     "EventRecord",
@@ -296,6 +299,10 @@ class SubagentDescriptor(_Event, frozen=True, kw_only=True, tag="subagent/descri
     budget_model_calls: int | None = None
     budget_children: int | None = None
     """Its budget as resolved at start (already narrowed to what its parent had left)."""
+    approval: tuple[str, ...] = ()
+    approval_timeout: float | None = None
+    """The gates its definition adds to its parent's (its own `approval/policy` records the
+    joined result, which is what a resume reads)."""
 
 
 class SandboxModeSet(_Event, frozen=True, kw_only=True, tag="sandbox/mode"):
@@ -307,6 +314,54 @@ class SandboxModeSet(_Event, frozen=True, kw_only=True, tag="sandbox/mode"):
 
     mode: Literal["read-only", "workspace-write", "danger-full-access"]
     source: Literal["runtime", "delegation", "user"] = "runtime"
+
+
+class ApprovalPolicySet(_Event, frozen=True, kw_only=True, tag="approval/policy"):
+    """Which of the session's tool calls wait for a person's decision (the last one counts).
+
+    `tools` are tool-name patterns (`bash`, `mcp__*`; `*` gates every call). `runtime`: set
+    when a root was created; `delegation`: fixed at a child's creation from its parent's gates
+    and its definition's, so a child can only add to what its parent had. `timeout` is how many
+    seconds a request waits before it is denied (None: it waits until someone decides).
+    """
+
+    tools: tuple[str, ...]
+    timeout: float | None = None
+    source: Literal["runtime", "delegation"] = "runtime"
+
+
+class ApprovalRequested(_Event, frozen=True, kw_only=True, tag="tool/approval-requested"):
+    """A gated tool call waits for a decision; durable before anything of the call runs.
+
+    Written before the call's `tool/call`: a `tool/call` after it marks the call started, so a
+    request with none after it never ran, whatever happened to the process. `agent` is the
+    member's full name; `deadline` the wall-clock time an `approval_timeout` denies it at.
+    """
+
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+    agent: str
+    reason: str
+    deadline: float | None = None
+
+
+class ApprovalDecided(_Event, frozen=True, kw_only=True, tag="tool/approval-decided"):
+    """The decision on a request: written once, by whoever decided, and never changed.
+
+    `by` says who decided (`cli:alice`, `web`, `api`, `timeout`, `parent:lead`); `reason`
+    is a denial's reason as the model reads it; `command` the control command that carried
+    the decision from another process, so a holder that dies after applying it does not
+    apply it twice.
+    """
+
+    call_id: str
+    approved: bool
+    by: str
+    reason: str | None = None
+    command: int | None = None
 
 
 class SubagentSettled(_Event, frozen=True, kw_only=True, tag="subagent/settled"):
@@ -409,6 +464,9 @@ SessionEvent: TypeAlias = (
     | SubagentDescriptor
     | SubagentSettled
     | SandboxModeSet
+    | ApprovalPolicySet
+    | ApprovalRequested
+    | ApprovalDecided
     | TeamTaskCreated
     | TeamTaskClaimed
     | TeamTaskUpdated
@@ -437,6 +495,9 @@ EVENT_KINDS: dict[str, type[SessionEvent]] = {
         SubagentDescriptor,
         SubagentSettled,
         SandboxModeSet,
+        ApprovalPolicySet,
+        ApprovalRequested,
+        ApprovalDecided,
         TeamTaskCreated,
         TeamTaskClaimed,
         TeamTaskUpdated,

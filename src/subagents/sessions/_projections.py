@@ -12,6 +12,8 @@ from typing import Literal, Protocol, TypeVar
 
 from ..messages import Message, Usage
 from ._events import (
+    ApprovalDecided,
+    ApprovalRequested,
     AssistantMessageEvent,
     EventRecord,
     ModelErrorEvent,
@@ -75,10 +77,12 @@ class StatusView:
     turns: int = 0
     last_stop: StopReason | None = None
     last_error: str | None = None
+    waiting: tuple[str, ...] = ()
+    """The call ids of the open turn that wait for an approval decision."""
 
 
 class StatusProjection:
-    """Whether a turn is open, how many turns ran, and how the last one ended."""
+    """Whether a turn is open, how many turns ran, how the last one ended, what it waits for."""
 
     def init(self) -> StatusView:
         return StatusView()
@@ -88,7 +92,14 @@ class StatusProjection:
             case TurnStart(turn=turn):
                 return replace(state, status="running", turns=turn)
             case TurnEnd(reason=reason, error_message=error):
-                return replace(state, status="idle", last_stop=reason, last_error=error)
+                return replace(state, status="idle", last_stop=reason, last_error=error, waiting=())
+            case ApprovalRequested(call_id=call_id):
+                return replace(state, waiting=(*state.waiting, call_id))
+            case ApprovalDecided(call_id=call_id) if call_id in state.waiting:
+                return replace(state, waiting=tuple(c for c in state.waiting if c != call_id))
+            case ToolResultEvent(message=message) if message.call_id in state.waiting:
+                waiting = tuple(c for c in state.waiting if c != message.call_id)
+                return replace(state, waiting=waiting)
             case _:
                 return state
 

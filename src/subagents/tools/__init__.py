@@ -8,14 +8,18 @@ from ._definition import (
     tool as tool,
 )
 from ._pipeline import (
+    CheckedCall as CheckedCall,
     ToolOutcome as ToolOutcome,
+    check_call as check_call,
     execute_tool as execute_tool,
     parse_arguments as parse_arguments,
+    run_checked as run_checked,
     validate_arguments as validate_arguments,
 )
 from ._registry import Guard as Guard, ToolRegistry as ToolRegistry, ToolScope as ToolScope
 
 __all__ = [
+    "CheckedCall",
     "Guard",
     "ToolContext",
     "ToolHandler",
@@ -24,8 +28,10 @@ __all__ = [
     "ToolResult",
     "ToolScope",
     "ToolSpec",
+    "check_call",
     "execute_tool",
     "parse_arguments",
+    "run_checked",
     "tool",
     "validate_arguments",
 ]

@@ -19,7 +19,15 @@ from ..messages import JsonObject, ToolCallBlock
 from ._definition import ToolContext, ToolResult, ToolSpec
 from ._registry import ToolScope
 
-__all__ = ["ToolOutcome", "execute_tool", "parse_arguments", "validate_arguments"]
+__all__ = [
+    "CheckedCall",
+    "ToolOutcome",
+    "check_call",
+    "execute_tool",
+    "parse_arguments",
+    "run_checked",
+    "validate_arguments",
+]
 
 log = logging.getLogger("subagents.tools")
 
@@ -77,13 +85,18 @@ def render_value(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-async def execute_tool(
-    tools: ToolScope, call: ToolCallBlock, ctx: ToolContext, *, concluded: list[bool]
-) -> ToolOutcome:
-    """Run one call through lookup, parsing, validation, guards and the handler.
+@dataclass(frozen=True, slots=True)
+class CheckedCall:
+    """A call that passed lookup, parsing, validation and the guards: ready to run."""
 
-    `concluded` is a one-element cell the context's `conclude_turn()` sets.
-    """
+    spec: ToolSpec
+    args: JsonObject
+
+
+def check_call(
+    tools: ToolScope, call: ToolCallBlock, ctx: ToolContext
+) -> CheckedCall | ToolOutcome:
+    """Lookup, parsing, validation and guards: the checked call, or the error it gets."""
     spec = tools.get(call.name)
     if spec is None:
         return error_outcome(f'unknown tool "{call.name}"', ErrorCode.UNKNOWN_TOOL)
@@ -97,6 +110,14 @@ async def execute_tool(
         reason = guard(spec, args, ctx)
         if reason is not None:
             return error_outcome(reason, ErrorCode.DENIED)
+    return CheckedCall(spec, args)
+
+
+async def run_checked(
+    checked: CheckedCall, call: ToolCallBlock, ctx: ToolContext, *, concluded: list[bool]
+) -> ToolOutcome:
+    """Run a checked call's handler; whatever it raises or returns becomes an outcome."""
+    spec, args = checked.spec, checked.args
     try:
         value = await spec.handler(args, ctx)
     except SubagentsError as exc:
@@ -115,3 +136,16 @@ async def execute_tool(
             f'tool "{call.name}" returned invalid output: {exc}', ErrorCode.INVALID_TOOL_OUTPUT
         )
     return ToolOutcome(content, concludes_turn=concluded[0])
+
+
+async def execute_tool(
+    tools: ToolScope, call: ToolCallBlock, ctx: ToolContext, *, concluded: list[bool]
+) -> ToolOutcome:
+    """Run one call through lookup, parsing, validation, guards and the handler.
+
+    `concluded` is a one-element cell the context's `conclude_turn()` sets.
+    """
+    checked = check_call(tools, call, ctx)
+    if isinstance(checked, ToolOutcome):
+        return checked
+    return await run_checked(checked, call, ctx, concluded=concluded)

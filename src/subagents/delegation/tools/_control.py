@@ -131,8 +131,8 @@ async def list_rows(
 
 
 def _live(agent: Agent) -> Status:
-    last = fold(StatusProjection(), agent.session.records).last_stop
-    return live_status(agent.status, last, continuable=True)
+    view = fold(StatusProjection(), agent.session.records)
+    return live_status(agent.status, view.last_stop, continuable=True, waiting=bool(view.waiting))
 
 
 def _stored(records: Sequence[EventRecord]) -> Status:
