@@ -59,7 +59,7 @@ def test_agents_lists_definitions_and_warns_about_bad_files(
         "'<stream end>'; the file is skipped",
         f"subagents: warning: {unknown}:4: unknown key `foo`; the keys are: name, description, "
         "tools, disallowed_tools, model, context, max_depth, max_tokens, background, "
-        "output_schema, budget, approval, approval_timeout; the file is skipped",
+        "output_schema, budget, approval, approval_timeout, approver; the file is skipped",
         f'subagents: warning: {shadow}:2: agent "reviewer" is also defined by the project file '
         f"{mine}, which takes precedence; the file is skipped",
     ]

@@ -42,6 +42,7 @@ KEYS = (
     "budget",
     "approval",
     "approval_timeout",
+    "approver",
 )
 ALIASES = {"disallowedTools": "disallowed_tools"}
 """Claude Code spellings of keys we do use (a deny list is never ignored)."""

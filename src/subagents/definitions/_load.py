@@ -86,6 +86,9 @@ class AgentDefinition:
     approval: ApprovalPolicy = field(default_factory=ApprovalPolicy)
     """The calls of agents started from it that wait for a person's decision (`approval`,
     `approval_timeout`), on top of the gates of the agent that starts it."""
+    approver: Literal["person", "parent"] = "person"
+    """Who may decide those calls besides a person: `parent` gives the agent that starts it
+    an `approve_request` tool for its requests."""
     source: str = ""
     """The file it was read from."""
     line: int = 1
@@ -127,6 +130,9 @@ def parse_definition(
         output_schema=found.schema("output_schema"),
         budget=None if limits is None else Budget(**limits),
         approval=found.approval(),
+        approver="parent"
+        if found.choice("approver", ("person", "parent")) == "parent"
+        else "person",
         source=source,
         line=found.line_of("name"),
         tier=tier,

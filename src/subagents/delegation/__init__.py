@@ -49,6 +49,7 @@ from ._service import (
 )
 from ._tree import (
     TreeMember as TreeMember,
+    approvals_below as approvals_below,
     check_takes_messages as check_takes_messages,
     find_member as find_member,
     load_tree as load_tree,
@@ -100,6 +101,7 @@ __all__ = [
     "child_names",
     "duration",
     "find_member",
+    "approvals_below",
     "load_tree",
     "refuse_one_shot",
     "resolve_name",

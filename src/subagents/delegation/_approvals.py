@@ -27,6 +27,7 @@ from ..sessions import (
     ToolResultEvent,
     approval_requests,
 )
+from ..tools import ToolSpec
 from ._catalog import catalog_entries, full_name_of
 from ._tree import load_tree
 from ._wording import approval_wait_notice
@@ -42,6 +43,8 @@ __all__ = [
     "definition_gates",
     "decide_here",
     "list_approvals",
+    "offer_approve_tool",
+    "approver_of",
 ]
 
 APPROVAL_NOTICE_SOURCE = MessageSource(kind="notice", name="approval")
@@ -57,6 +60,8 @@ class PendingApproval:
     request: ApprovalRequest
     held: bool
     """Whether a live process holds the tree (else a resume applies the decision)."""
+    approver: str = "person"
+    """`parent`: its parent agent may decide it too (`approve_request`)."""
 
     @property
     def state(self) -> str:
@@ -78,12 +83,8 @@ class PendingApproval:
             "state": request.state,
             "decided_by": decision.by if decision is not None else None,
             "held": self.held,
+            "approver": self.approver,
         }
-
-
-def _waits(request: ApprovalRequest) -> bool:
-    """Pending, or decided while nobody could act on it (it takes effect on resume)."""
-    return request.pending or not (request.started or request.closed)
 
 
 async def list_approvals(
@@ -95,10 +96,11 @@ async def list_approvals(
         held = await is_held(runtime.store, root.id, now=time.time())
         for member in await load_tree(runtime.store, root, held=held):
             header = member.row.header
+            approver = approver_of(header, member.records)
             found.extend(
-                PendingApproval(root.id, header.id, member.row.name, request, held)
+                PendingApproval(root.id, header.id, member.row.name, request, held, approver)
                 for request in approval_requests(member.records[header.seed_length :])
-                if _waits(request)
+                if request.outstanding
             )
     return found
 
@@ -177,7 +179,14 @@ class WaitNotices:
         if entry is None or (entry.mode == "one-shot" and not _answered(records, entry.call_id)):
             return  # a foreground child: its parent waits in the call that started it
         request = event.request
-        text = approval_wait_notice(event.name, request.name, request.call_id, request.arguments)
+        to_parent = agent is not None and approver_of(agent.session.header, agent.session.records)
+        text = approval_wait_notice(
+            event.name,
+            request.name,
+            request.call_id,
+            request.arguments,
+            parent_decides=to_parent == "parent",
+        )
         message = user_message(text, source=APPROVAL_NOTICE_SOURCE)
         await runtime.deliver(parent, message, target="next-step")
 
@@ -193,10 +202,31 @@ def _answered(records: Sequence[EventRecord], call_id: str | None) -> bool:
     )
 
 
+def _descriptor(header: SessionHeader, records: Sequence[EventRecord]) -> SubagentDescriptor | None:
+    """A child's descriptor: its own, never one a fork's seed copied from its parent."""
+    own = records[header.seed_length :]
+    return next((r.event for r in own if isinstance(r.event, SubagentDescriptor)), None)
+
+
 def definition_gates(agent: Agent) -> ApprovalPolicy:
     """The gates a new child's definition adds, as its descriptor recorded them."""
-    own = agent.session.records[agent.session.header.seed_length :]
-    descriptor = next((r.event for r in own if isinstance(r.event, SubagentDescriptor)), None)
+    descriptor = _descriptor(agent.session.header, agent.session.records)
     if descriptor is None or not descriptor.approval:
         return ApprovalPolicy()
     return ApprovalPolicy(frozenset(descriptor.approval), descriptor.approval_timeout)
+
+
+def approver_of(header: SessionHeader, records: Sequence[EventRecord]) -> str:
+    """Who besides a person decides a member's requests: `parent` or `person`."""
+    descriptor = _descriptor(header, records)
+    return descriptor.approver if descriptor is not None else "person"
+
+
+def offer_approve_tool(runtime: DelegationRuntime, agent: Agent, spec: ToolSpec) -> None:
+    """Give `agent`'s parent `approve_request` when `agent` names it its approver."""
+    parent_id = agent.session.header.parent
+    if parent_id is None or approver_of(agent.session.header, agent.session.records) != "parent":
+        return
+    parent = runtime.get_agent(parent_id)
+    if parent is not None and parent.tools.get(spec.name) is None:
+        parent.tools.register(spec)

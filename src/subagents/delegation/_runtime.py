@@ -66,6 +66,7 @@ from ._approvals import (
     decide_here,
     definition_gates,
     list_approvals,
+    offer_approve_tool,
 )
 from ._background import TaskRegistry
 from ._budget_book import combined, with_budget
@@ -98,6 +99,7 @@ from ._wording import (
 )
 from .tools import (
     SubagentToolConfig,
+    approve_request_tool,
     control_tools,
     mount_subagent_tool,
     report_tool,
@@ -261,6 +263,7 @@ class DelegationRuntime(AgentRuntime):
         """Seconds a command to a tree another live process holds may wait for it to take it
         (`HOLDER_UNREACHABLE` after that; the command stays pending)."""
         self._report = report_tool(self.continuable)
+        self._approve = approve_request_tool(self)
         self.definition_problems: list[DefinitionProblem] = []
         """What was wrong with the definition files read on entry (each also logged)."""
 
@@ -775,6 +778,7 @@ class DelegationRuntime(AgentRuntime):
         agent.prepare = self._settle_in
         self.modes.fix(agent)
         self._tell_file_policy(agent)
+        offer_approve_tool(self, agent, self._approve)
         header = agent.session.header
         if header.parent is not None or agent.id in self.subagents.profiles:
             return

@@ -133,6 +133,7 @@ def descriptor_for(
         agent_model=admission.model_spec,
         approval=tuple(sorted(definition.approval.tools)) if definition is not None else (),
         approval_timeout=definition.approval.timeout if definition is not None else None,
+        approver=definition.approver if definition is not None else "person",
     )
     return with_budget(descriptor, budget)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..core import TreeRow, root_row, stored_status, total_usage, usage_json
@@ -111,18 +112,28 @@ def tree_json(members: list[TreeMember]) -> list[dict[str, object]]:
     return rows
 
 
+def approvals_below(own: Mapping[str, int], parents: Mapping[str, str | None]) -> dict[str, int]:
+    """Each member's count of pending requests in its subtree below it, by full name.
+
+    `own` is each member's own count, `parents` each member's parent's full name.
+    """
+    below: dict[str, int] = {}
+    for name, count in own.items():
+        parent = parents.get(name)
+        seen: set[str] = set()
+        while count and parent is not None and parent not in seen:
+            seen.add(parent)
+            below[parent] = below.get(parent, 0) + count
+            parent = parents.get(parent)
+    return below
+
+
 def _roll_up_approvals(rows: list[dict[str, object]], members: list[TreeMember]) -> None:
     """Each row's pending approval requests (`approvals_pending`) and its subtree's below it."""
-    parents = {m.row.name: m.row.parent for m in members}
-    below: dict[str, int] = {}
+    own = {m.row.name: len(fold(StatusProjection(), m.records).waiting) for m in members}
+    below = approvals_below(own, {m.row.name: m.row.parent for m in members})
     for row, member in zip(rows, members, strict=True):
-        own = len(fold(StatusProjection(), member.records).waiting)
-        row["approvals_pending"] = own
-        parent = member.row.parent
-        while own and parent is not None:
-            below[parent] = below.get(parent, 0) + own
-            parent = parents.get(parent)
-    for row, member in zip(rows, members, strict=True):
+        row["approvals_pending"] = own[member.row.name]
         row["approvals_below"] = below.get(member.row.name, 0)
 
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AGENT_PARAMETER_TEXT",
     "approval_wait_notice",
+    "decided_text",
     "CANCELLED_TEXT",
     "CONTEXT_ORDER",
     "DELEGATION",
@@ -331,16 +332,31 @@ def notice_text(full_name: str, result: SubagentResult) -> str:
     return f"{opening}\nIt left no closing message."
 
 
-def approval_wait_notice(full_name: str, tool: str, call_id: str, arguments: str) -> str:
+def approval_wait_notice(
+    full_name: str, tool: str, call_id: str, arguments: str, *, parent_decides: bool = False
+) -> str:
     """What a background child's parent is told when one of the child's calls waits."""
     shown = " ".join(arguments.split())
     if len(shown) > 300:
         shown = shown[:299] + "…"
+    if parent_decides:
+        return (
+            f"background subagent {full_name} is waiting for your approval of its {tool} call "
+            f"{call_id} ({shown}). Decide with approve_request (approve: true to run it, or "
+            "false with a reason); it makes no progress until you or a person decide."
+        )
     return (
         f"background subagent {full_name} is waiting for a person to approve its {tool} call "
         f"{call_id} ({shown}). It makes no progress until someone decides; carry on with other "
         "work meanwhile, and tell the user if the answer you owe depends on it."
     )
+
+
+def decided_text(full_name: str, tool: str, call_id: str, approved: bool) -> str:
+    """`approve_request`'s receipt."""
+    if approved:
+        return f"approved: {full_name}'s {tool} call {call_id} runs now"
+    return f"denied: {full_name}'s {tool} call {call_id} will not run; it reads your reason"
 
 
 def rerun_notice_text(full_name: str, label: str, result: SubagentResult) -> str:

@@ -55,6 +55,11 @@ class ApprovalRequest:
         return self.decision is None and not self.closed
 
     @property
+    def outstanding(self) -> bool:
+        """Still to act on: pending, or decided while nobody could (a resume applies it)."""
+        return self.pending or not (self.started or self.closed)
+
+    @property
     def state(self) -> str:
         """`pending`, `approved`, `denied` or `closed` (closed undecided)."""
         if self.decision is not None:

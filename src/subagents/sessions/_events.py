@@ -303,6 +303,8 @@ class SubagentDescriptor(_Event, frozen=True, kw_only=True, tag="subagent/descri
     approval_timeout: float | None = None
     """The gates its definition adds to its parent's (its own `approval/policy` records the
     joined result, which is what a resume reads)."""
+    approver: Literal["person", "parent"] = "person"
+    """`parent`: its parent agent may decide its requests too (`approve_request`)."""
 
 
 class SandboxModeSet(_Event, frozen=True, kw_only=True, tag="sandbox/mode"):

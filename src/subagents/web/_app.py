@@ -31,7 +31,7 @@ from ._controls import Controls
 from ._jobs import Job, Jobs
 from ._live import sessions_stream, tree_stream
 from ._security import ConsoleGuard, Door
-from ._trees import MAX_RECORDS, Trees
+from ._trees import MAX_RECORDS, Trees, row_json
 
 __all__ = ["MAX_BODY_BYTES", "ConsoleConfig", "create_app"]
 
@@ -45,6 +45,8 @@ _STATUS: dict[ErrorCode, int] = {
     ErrorCode.BAD_ORIGIN: 403,
     ErrorCode.BAD_HOST: 403,
     ErrorCode.NOT_RESUMABLE: 409,
+    ErrorCode.ALREADY_DECIDED: 409,
+    ErrorCode.NO_PENDING_REQUEST: 409,
 }
 
 
@@ -179,16 +181,35 @@ async def _tree(request: Request, state: _State) -> Response:
     root = await state.trees.root(request.path_params["root"])
     watched = await state.trees.current(root)
     rows = watched.view.rows(held=watched.held, now=time.time())
+    counts = state.trees.counts(watched, rows)
     return JSONResponse(
-        {"root": root.id, "held": watched.held, "rows": [r.to_json() for r in rows]}
+        {
+            "root": root.id,
+            "held": watched.held,
+            "rows": [row_json(r, counts[r.session_id]) for r in rows],
+        }
     )
 
 
 async def _member(request: Request, state: _State) -> Response:
     root = await state.trees.root(request.path_params["root"])
     watched, session_id = await state.trees.member(root, request.path_params["member"])
-    row = watched.view.row(session_id, held=watched.held, now=time.time())
-    return JSONResponse(watched.view.details(session_id) | {"row": row.to_json()})
+    now = time.time()
+    counts = state.trees.counts(watched, watched.view.rows(held=watched.held, now=now))
+    row = watched.view.row(session_id, held=watched.held, now=now)
+    shown = row_json(row, counts.get(session_id, (0, 0)))
+    return JSONResponse(watched.view.details(session_id) | {"row": shown})
+
+
+async def _approvals(request: Request, state: _State) -> Response:
+    root = await state.trees.root(request.path_params["root"])
+    found = await state.trees.approvals(root)
+    return JSONResponse({"approvals": [a.to_json() for a in found]})
+
+
+async def _all_approvals(request: Request, state: _State) -> Response:
+    found = await state.trees.all_approvals()
+    return JSONResponse({"approvals": [a.to_json() for a in found]})
 
 
 async def _records(request: Request, state: _State) -> Response:
@@ -250,6 +271,16 @@ async def _resume(request: Request, state: _State) -> Response:
     return _accepted(await state.controls.resume(request.path_params["root"], body))
 
 
+async def _approve(request: Request, state: _State) -> Response:
+    body = await _json_body(request, frozenset({"name", "call_id"}))
+    return _accepted(await state.controls.decide("approve", request.path_params["root"], body))
+
+
+async def _deny(request: Request, state: _State) -> Response:
+    body = await _json_body(request, frozenset({"name", "call_id", "reason"}))
+    return _accepted(await state.controls.decide("deny", request.path_params["root"], body))
+
+
 async def _run(request: Request, state: _State) -> Response:
     body = await _json_body(request, frozenset({"prompt", "model"}))
     return _accepted(await state.controls.run(body))
@@ -269,16 +300,20 @@ ROUTES: list[Route | Mount] = [
     _get("/api/sessions", _sessions),
     _get("/api/stream", _sessions_stream),
     _get("/api/jobs", _jobs),
+    _get("/api/approvals", _all_approvals),
     _post("/api/runs", _run),
     _get("/api/sessions/{root}/tree", _tree),
     _get("/api/sessions/{root}/timeline", _timeline),
     _get("/api/sessions/{root}/stream", _tree_stream),
+    _get("/api/sessions/{root}/approvals", _approvals),
     _get("/api/sessions/{root}/members/{member}", _member),
     _get("/api/sessions/{root}/members/{member}/records", _records),
     _post("/api/sessions/{root}/send", _send),
     _post("/api/sessions/{root}/steer", _steer),
     _post("/api/sessions/{root}/interrupt", _interrupt),
     _post("/api/sessions/{root}/resume", _resume),
+    _post("/api/sessions/{root}/approve", _approve),
+    _post("/api/sessions/{root}/deny", _deny),
     Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
 ]
 

@@ -2,19 +2,20 @@
 
 What can be known before a process starts is refused at once, with the code the CLI command
 would give: the session is not the tenant's, the name is no member, the message is empty or
-too long, a one-shot child cannot take messages. What only the process learns (the holder
-refused, the model failed) is in the job's outcome.
+too long, a one-shot child cannot take messages, the member has no such request waiting.
+What only the process learns (the holder refused, the model failed) is in the job's outcome.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
+from ..core import check_reason, pick_request
 from ..delegation import find_member, refuse_one_shot
 from ..errors import ErrorCode, UsageError
 from ..models import parse_model_spec
-from ..sessions import MAX_COMMAND_TEXT
+from ..sessions import MAX_CALL_ID, MAX_COMMAND_TEXT, approval_requests
 from ._jobs import Job, Jobs
 from ._trees import Trees
 
@@ -42,8 +43,22 @@ def check_text(value: object, what: str, *, required: bool = True) -> str | None
     return value
 
 
+def check_call_id(value: object) -> str | None:
+    """A decision's call id: None (the member's only pending one) or a bounded, non-empty text."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise UsageError("the call id must be a string", code=ErrorCode.BAD_REQUEST)
+    if not value.strip() or len(value) > MAX_CALL_ID:
+        raise UsageError(
+            f"a call id is a non-empty text of at most {MAX_CALL_ID} characters",
+            code=ErrorCode.USAGE,
+        )
+    return check_text(value, "the call id")
+
+
 class Controls:
-    """Send, steer, interrupt, resume and run, for one tenant's console."""
+    """Send, steer, interrupt, resume, run, approve and deny, for one tenant's console."""
 
     def __init__(self, trees: Trees, jobs: Jobs, *, model: str | None) -> None:
         self._trees = trees
@@ -77,6 +92,32 @@ class Controls:
         assert name is not None
         await find_member(self._trees.store, root, name)
         return await self._jobs.start("interrupt", [root.id, name], root=root.id, name=name)
+
+    async def decide(
+        self, kind: Literal["approve", "deny"], root_id: str, body: dict[str, Any]
+    ) -> Job:
+        """Decide member `body["name"]`'s waiting call (`body["call_id"]`, or its only one).
+
+        The request is found in the member's stored log first, so a call that is not waiting
+        is refused with the code `subagents approve` would give, and no process starts. The
+        process is given the call id found, so it decides the request that was checked.
+        """
+        root = await self._trees.root(root_id)
+        name = check_text(body.get("name"), "name")
+        assert name is not None
+        call_id = check_call_id(body.get("call_id"))
+        options: tuple[str, ...] = ()
+        if kind == "deny":
+            reason = check_reason(check_text(body.get("reason"), "the reason", required=False))
+            if reason is not None:
+                options = (f"--reason={reason}",)
+        target = await find_member(self._trees.store, root, name)
+        records = await self._trees.store.read(target.id, tenant=root.tenant)
+        requests = approval_requests(records[target.seed_length :])
+        request = pick_request(requests, call_id, name=name.strip("/") or name)
+        return await self._jobs.start(
+            kind, [root.id, name, request.call_id], options=options, root=root.id, name=name
+        )
 
     async def resume(self, root_id: str, body: dict[str, Any]) -> Job:
         root = await self._trees.root(root_id)

@@ -1,9 +1,10 @@
-"""The console's controls run as CLI processes: `subagents send|steer|interrupt|resume|run`.
+"""The console's controls run as CLI processes: `subagents send|steer|interrupt|run|...`.
 
 So the console never holds a tree and never runs an agent: a tree another process holds takes
 the command through its control channel, and a tree nobody holds is taken and run by the new
 process, exactly as when a person types the command. A job is one such process; the console
-keeps what it reported (exit status, last error line, result) for the jobs list.
+keeps what it reported (exit status, last error line, result) for the jobs list. The kinds
+are `send`, `steer`, `interrupt`, `resume`, `run`, `approve` and `deny`.
 
 Each process starts in a session of its own: a run started from the console goes on when the
 console stops (or is stopped with Ctrl-C), as a run started from a terminal would.
@@ -28,7 +29,7 @@ from ..errors import ErrorCode, UsageError
 
 __all__ = ["MAX_RUNNING", "Job", "JobKind", "Jobs"]
 
-JobKind = Literal["send", "steer", "interrupt", "resume", "run"]
+JobKind = Literal["send", "steer", "interrupt", "resume", "run", "approve", "deny"]
 MAX_RUNNING = 32
 """Jobs running at once; one more is refused (`BAD_REQUEST`) until one ends."""
 _HISTORY = 100

@@ -2,8 +2,9 @@
 
 A stream looks at the store once per interval and sends what moved since its last batch: the
 rows whose member changed (a 2,000-member tree in which one child works sends one row), the
-pre-order when a member was added, the selected member's new records, and the jobs list
-when a job changed. Nothing is sent while nothing changes.
+pre-order when a member was added, the approval requests that wait in the tree when they
+changed (in the same batch), the selected member's new records, and the jobs list when a job
+changed. Nothing is sent while nothing changes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..delegation import MemberRow, WatchedTree
 from ..ids import SessionId
 from ..sessions import SessionHeader
 from ._jobs import Jobs
-from ._trees import MAX_RECORDS, Trees
+from ._trees import MAX_RECORDS, Trees, row_json
 
 __all__ = ["SESSIONS_INTERVAL_FLOOR", "sessions_stream", "tree_stream"]
 
@@ -33,9 +34,12 @@ def _event(name: str, data: dict[str, Any]) -> ServerSentEvent:
     return ServerSentEvent(data=json.dumps(data, ensure_ascii=False), event=name)
 
 
-def _row_key(row: MemberRow) -> tuple[object, ...]:
-    """What makes a row worth sending again (elapsed time is counted by the page)."""
-    return (row.revision, row.status, row.name, row.parent, row.label, row.mode)
+def _row_key(row: MemberRow, counts: tuple[int, int]) -> tuple[object, ...]:
+    """What makes a row worth sending again (elapsed time is counted by the page).
+
+    An ancestor's count of requests below it moves without a record of its own.
+    """
+    return (row.revision, row.status, row.name, row.parent, row.label, row.mode, counts)
 
 
 async def tree_stream(
@@ -50,6 +54,7 @@ async def tree_stream(
 ) -> AsyncIterator[ServerSentEvent]:
     """Batches of `root`'s tree as it changes, and `member`'s records from `from_seq`."""
     sent: dict[SessionId, tuple[object, ...]] = {}
+    approvals: list[dict[str, Any]] | None = None
     order: list[SessionId] | None = None
     held: bool | None = None
     seen: tuple[WatchedTree, int] | None = None
@@ -61,21 +66,27 @@ async def tree_stream(
         if seen != (watched, watched.version):
             seen = (watched, watched.version)
             rows = watched.view.rows(held=watched.held, now=time.time())
+            counts = trees.counts(watched, rows)
             ids = [r.session_id for r in rows]
-            changed = [r for r in rows if sent.get(r.session_id) != _row_key(r)]
-            if order is None or changed or ids != order or watched.held != held:
+            keys = {r.session_id: _row_key(r, counts[r.session_id]) for r in rows}
+            changed = [r for r in rows if sent.get(r.session_id) != keys[r.session_id]]
+            waiting = [a.to_json() for a in trees.waiting(watched, rows)]
+            moved = waiting != approvals
+            if order is None or changed or ids != order or watched.held != held or moved:
                 yield _event(
                     "tree",
                     {
                         "held": watched.held,
                         "full": order is None,
-                        "rows": [r.to_json() for r in changed],
+                        "rows": [row_json(r, counts[r.session_id]) for r in changed],
                         "order": ids if ids != order else None,
+                        "approvals": waiting if moved or order is None else None,
                     },
                 )
-                sent.update((r.session_id, _row_key(r)) for r in changed)
+                sent.update((r.session_id, keys[r.session_id]) for r in changed)
                 order = ids
                 held = watched.held
+                approvals = waiting
         if (
             member is not None
             and member in watched.view

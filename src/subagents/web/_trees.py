@@ -4,6 +4,10 @@ Each tree a page looks at is a `WatchedTree` (the same fold `subagents watch` us
 so that every page and stream of one tree shares one follower: a refresh reads only what was
 committed since the last one, and a store nobody wrote to costs one cheap query. The console
 never writes and never holds a tree.
+
+Beside each tree its approval requests are folded from the same records (`ApprovalFold`), so
+the requests that wait, and each member's count of them, are read without a runtime and
+without reading any log twice.
 """
 
 from __future__ import annotations
@@ -11,17 +15,28 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..core import event_json, iso
-from ..delegation import WatchedTree
+from ..delegation import MemberRow, PendingApproval, WatchedTree, approvals_below
 from ..errors import NotFoundError
 from ..ids import SessionId
-from ..sessions import EventStore, SessionHeader
+from ..sessions import (
+    ApprovalDecided,
+    ApprovalRequest,
+    ApprovalRequested,
+    EventRecord,
+    EventStore,
+    SessionHeader,
+    ToolCallEvent,
+    ToolResultEvent,
+    approval_requests,
+)
 
-__all__ = ["MAX_RECORDS", "MAX_SESSIONS", "Trees"]
+__all__ = ["MAX_RECORDS", "MAX_SESSIONS", "ApprovalFold", "Trees", "row_json"]
 
 MAX_SESSIONS = 200
 """The sessions page lists the newest this many root sessions."""
@@ -30,6 +45,66 @@ MAX_RECORDS = 500
 _CAPACITY = 256
 """Trees kept followed; the least recently looked at is dropped (and re-read if needed)."""
 _SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+class ApprovalFold:
+    """The approval records of one tree's members, kept as the tree is followed.
+
+    Only what `approval_requests` reads is kept: each request, and the decision, `tool/call`
+    and result of a call that has a request. A fork's seed (its parent's records) is skipped,
+    as every listing of requests does.
+    """
+
+    def __init__(self) -> None:
+        self._records: dict[SessionId, list[EventRecord]] = {}
+        self._calls: dict[SessionId, set[str]] = {}
+        self._requests: dict[SessionId, tuple[int, list[ApprovalRequest]]] = {}
+
+    def apply(self, batch: Iterable[tuple[SessionHeader, EventRecord]]) -> None:
+        for header, record in batch:
+            if record.seq < header.seed_length:
+                continue
+            calls = self._calls.setdefault(header.id, set())
+            match record.event:
+                case ApprovalRequested(call_id=call_id):
+                    calls.add(call_id)
+                case ApprovalDecided(call_id=call_id) | ToolCallEvent(call_id=call_id):
+                    if call_id not in calls:
+                        continue
+                case ToolResultEvent(message=message):
+                    if message.call_id not in calls:
+                        continue
+                case _:
+                    continue
+            self._records.setdefault(header.id, []).append(record)
+
+    def requests(self, session_id: SessionId) -> list[ApprovalRequest]:
+        """The member's requests, oldest first, with what became of each."""
+        records = self._records.get(session_id, [])
+        cached = self._requests.get(session_id)
+        if cached is None or cached[0] != len(records):
+            cached = (len(records), approval_requests(records))
+            self._requests[session_id] = cached
+        return cached[1]
+
+    def pending(self, session_id: SessionId) -> int:
+        """How many of the member's requests nobody decided yet."""
+        return sum(1 for r in self.requests(session_id) if r.pending)
+
+
+def approval_counts(
+    fold: ApprovalFold, rows: Sequence[MemberRow]
+) -> dict[SessionId, tuple[int, int]]:
+    """Each member's pending requests and those of its subtree below it, by session id."""
+    own = {r.name: fold.pending(r.session_id) for r in rows}
+    below = approvals_below(own, {r.name: r.parent for r in rows})
+    return {r.session_id: (own[r.name], below.get(r.name, 0)) for r in rows}
+
+
+def row_json(row: MemberRow, counts: tuple[int, int]) -> dict[str, Any]:
+    """A member's row as the API gives it, with `approvals_pending` and `approvals_below`."""
+    pending, below = counts
+    return row.to_json() | {"approvals_pending": pending, "approvals_below": below}
 
 
 class Trees:
@@ -47,6 +122,10 @@ class Trees:
         self._clock = clock
         self._trees: OrderedDict[SessionId, WatchedTree] = OrderedDict()
         self._locks: dict[SessionId, asyncio.Lock] = {}
+        self._folds: weakref.WeakKeyDictionary[WatchedTree, ApprovalFold] = (
+            weakref.WeakKeyDictionary()
+        )
+        """Each followed tree's approvals, folded from the records its refreshes returned."""
         self._rows: dict[SessionId, tuple[int, dict[str, Any]]] = {}
         """Each listed tree's sessions-page row, with the tree's version it was made from."""
 
@@ -79,8 +158,50 @@ class Trees:
         self._trees.move_to_end(root.id)
         lock = self._locks.setdefault(root.id, asyncio.Lock())
         async with lock:  # one refresh at a time: a follower reads from where it stopped
-            await watched.refresh()
+            batch = await watched.refresh()
+            # A tree the cache dropped and read again is a new object: its fold starts at 0.
+            self.fold(watched).apply(batch)
         return watched
+
+    def fold(self, watched: WatchedTree) -> ApprovalFold:
+        """The approvals of a followed tree, folded as far as its last refresh."""
+        fold = self._folds.get(watched)
+        if fold is None:
+            fold = self._folds[watched] = ApprovalFold()
+        return fold
+
+    def counts(
+        self, watched: WatchedTree, rows: Sequence[MemberRow]
+    ) -> dict[SessionId, tuple[int, int]]:
+        """`approval_counts` of a tree `current` returned."""
+        return approval_counts(self.fold(watched), rows)
+
+    async def approvals(self, root: SessionHeader) -> list[PendingApproval]:
+        """The requests that wait in `root`'s tree: members in pre-order, oldest first in each.
+
+        The same rows `subagents approvals` lists, read from the followed tree.
+        """
+        watched = await self.current(root)
+        return self.waiting(watched, watched.view.rows(held=watched.held, now=time.time()))
+
+    def waiting(self, watched: WatchedTree, rows: Sequence[MemberRow]) -> list[PendingApproval]:
+        """The requests that wait in a followed tree whose `rows` are given (pre-order)."""
+        fold = self.fold(watched)
+        root = watched.view.root.id
+        return [
+            PendingApproval(root, row.session_id, row.name, request, watched.held)
+            for row in rows
+            for request in fold.requests(row.session_id)
+            if request.outstanding
+        ]
+
+    async def all_approvals(self) -> list[PendingApproval]:
+        """The requests that wait in every tree of the tenant, newest tree first."""
+        headers = await self.store.list_headers(tenant=self.tenant, roots_only=True)
+        found: list[PendingApproval] = []
+        for header in headers:
+            found.extend(await self.approvals(header))
+        return found
 
     async def member(self, root: SessionHeader, reference: str) -> tuple[WatchedTree, SessionId]:
         """The tree and the session id of one of its members; `NOT_FOUND` if it is not one."""

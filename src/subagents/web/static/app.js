@@ -8,8 +8,9 @@
 (() => {
   const SVG_NS = 'http://www.w3.org/2000/svg';
   const PAGE = 500; // records page size: the API's maximum
-  // Statuses (the CLI's vocabulary) map to CSS classes `s-<status>`: running, idle, ready,
-  // completed, failed, aborted, crashed, cut-off. An unknown one still gets its own class.
+  // Statuses (the CLI's vocabulary) map to CSS classes `s-<status>` (spaces as dashes):
+  // running, waiting for approval, idle, ready, completed, failed, aborted, crashed, cut-off.
+  // An unknown one still gets its own class.
 
   // ---------------------------------------------------------------- small helpers
 
@@ -245,12 +246,14 @@
   const jobs = new Map(); // id -> JOB, merged from `jobs` events and POST answers
   let jobsView = null; // the #jobs list of the current page, if it has one
   let jobWatcher = null; // called with each merged job (the run form waits for session_id)
+  const jobListeners = new Set(); // also called with each merged job (an approval's buttons)
 
   function mergeJobs(list) {
     for (const job of list || []) {
       if (!job || !job.id) continue;
       jobs.set(job.id, Object.assign(jobs.get(job.id) || {}, job));
       if (jobWatcher) jobWatcher(jobs.get(job.id));
+      for (const listener of [...jobListeners]) listener(jobs.get(job.id));
     }
     renderJobs();
   }
@@ -300,18 +303,29 @@
     for (const item of items) crumbs.appendChild(item);
   }
 
+  const statusClass = (status) => `s-${String(status).replace(/\s+/g, '-')}`;
+
+  function statusTitle(status) {
+    if (status === 'crashed') return 'process died';
+    if (status === 'waiting for approval') return 'a tool call waits for your decision';
+    return '';
+  }
+
   function statusBadge(status, extraClass) {
-    const badge = el('span', { class: `status s-${status}${extraClass ? ` ${extraClass}` : ''}`, text: status });
-    if (status === 'crashed') badge.title = 'process died';
+    const badge = el('span', { class: `status ${statusClass(status)}${extraClass ? ` ${extraClass}` : ''}`, text: status });
+    const title = statusTitle(status);
+    if (title) badge.title = title;
     return badge;
   }
 
   function setStatus(node, status) {
     setText(node, status || '');
-    const cls = `status s-${status}`;
+    const cls = `status ${statusClass(status)}`;
     if (node.className !== cls) node.className = cls;
-    node.title = status === 'crashed' ? 'process died' : '';
+    node.title = statusTitle(status);
   }
+
+  const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
   // ================================================================ Sessions page
 
@@ -439,6 +453,7 @@
     let memberPanel = null;
     let stream = null;
     let streamMember = null;
+    let approvals = []; // the requests waiting in this tree, from `approvals` events
 
     const held = el('span', { id: 'held', class: 'held-no', text: 'not held' });
     const resume = el('button', { id: 'resume-button', type: 'button', text: 'Resume tree', title: 'run the tree until it is quiescent' });
@@ -503,12 +518,20 @@
         order = event.order;
         orderDirty = true;
       }
+      if (Array.isArray(event.approvals)) onApprovals(event.approvals);
       flush();
+    }
+
+    /** The tree's waiting requests, sent with a `tree` batch when they changed (and first). */
+    function onApprovals(list) {
+      approvals = list || [];
+      if (memberPanel) memberPanel.onApprovals(approvals);
     }
 
     function makeRow(row) {
       const cells = {
         name: el('a', { class: 'name' }),
+        below: el('span', { class: 'pending-below' }),
         status: el('span', { class: 'status' }),
         elapsed: el('span', { class: 'elapsed' }),
         calls: el('span', { class: 'calls' }),
@@ -516,7 +539,7 @@
         tools: el('span', { class: 'tools' }),
       };
       const node = el('div', { class: 'tree-row', role: 'listitem', dataset: { sessionId: row.session_id } },
-        cells.name, cells.status, cells.elapsed, cells.calls, cells.tokens, cells.tools);
+        el('span', { class: 'name-cell' }, cells.name, cells.below), cells.status, cells.elapsed, cells.calls, cells.tokens, cells.tools);
       cells.name.href = `#/s/${root}/m/${row.session_id}`;
       return { data: null, node, cells };
     }
@@ -535,6 +558,11 @@
         node.style.setProperty('--depth', depth);
       }
       setStatus(cells.status, d.status);
+      // An ancestor shows how many calls below it wait for a decision.
+      const below = d.approvals_below || 0;
+      setText(cells.below, below ? `${plural(below, 'approval')} pending below` : '');
+      cells.below.title = below ? 'tool calls of members below this one wait for a decision' : '';
+      node.classList.toggle('waiting', (d.approvals_pending || 0) > 0);
       node.classList.toggle('crashed', d.status === 'crashed');
       if (d.status === 'crashed') node.title = 'process died';
       else if (node.title) node.title = '';
@@ -622,6 +650,7 @@
         return;
       }
       memberPanel = memberView(panelBox, root, sid, members.get(sid) && members.get(sid).data, (from) => connect(sid, from));
+      memberPanel.onApprovals(approvals);
       const current = members.get(sid);
       if (current) current.node.classList.add('selected');
       if (!stream) connect(null, 0); // keep the tree live while the transcript loads
@@ -667,10 +696,14 @@
     const send = el('button', { id: 'send-button', type: 'button', text: 'Send' });
     const steer = el('button', { id: 'steer-button', type: 'button', text: 'Steer', title: 'deliver into the current turn' });
     const interrupt = el('button', { id: 'interrupt-button', type: 'button', class: 'danger', text: 'Interrupt' });
+    const waiting = el('section', { id: 'approvals', class: 'approvals', hidden: true });
+    const requests = new Map(); // call id -> {node, sig, deciding}
+    const watchers = new Set(); // this panel's job listeners, dropped when it closes
 
     box.appendChild(
       el('div', { id: 'member', class: 'member', dataset: { sessionId: sid } },
         el('div', { class: 'member-head' }, title, status),
+        waiting,
         el('details', { class: 'member-info', open: true },
           el('summary', { text: 'details' }), details, el('h3', { text: 'children' }), children),
         transcript,
@@ -706,6 +739,86 @@
     input.addEventListener('keydown', (ev) => {
       if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey) && !send.disabled) message('send');
     });
+
+    /** This member's waiting requests, from the tree's list; each keeps its node while unchanged. */
+    function onApprovals(list) {
+      const mine = (list || []).filter((a) => a.session_id === sid);
+      const keep = new Set();
+      mine.forEach((request, i) => {
+        keep.add(request.call_id);
+        const sig = `${request.state}|${request.held}|${request.decided_by || ''}`;
+        let known = requests.get(request.call_id);
+        if (!known || known.sig !== sig) {
+          const deciding = !!known && known.deciding;
+          const node = approvalNode(request, deciding);
+          if (known) known.node.replaceWith(node);
+          known = { node, sig, deciding };
+          requests.set(request.call_id, known);
+        }
+        // Moved only when out of place: a reason being typed keeps its focus.
+        const at = waiting.children[i] || null;
+        if (at !== known.node) waiting.insertBefore(known.node, at);
+      });
+      for (const [callId, known] of requests) {
+        if (keep.has(callId)) continue;
+        known.node.remove();
+        requests.delete(callId);
+      }
+      waiting.hidden = !mine.length;
+    }
+
+    function approvalNode(request, deciding) {
+      const pending = request.state === 'pending';
+      const node = el('div', { class: `approval approval-${request.state}`, dataset: { callId: request.call_id, state: request.state } },
+        el('div', { class: 'approval-head' },
+          el('span', { class: 'label', text: pending ? 'waits for approval' : `${request.state}, applied when the tree runs again` }),
+          el('span', { class: 'approval-tool mono', text: request.tool || '?' }),
+          el('span', { class: 'muted mono small', text: request.call_id })),
+        el('pre', { class: 'args', text: prettyArgs(request.arguments) }),
+        el('div', { class: 'approval-meta muted small' },
+          el('span', { class: 'approval-reason', text: request.reason || '' }),
+          el('span', { text: request.requested_at ? ` · asked ${localTime(request.requested_at)}` : '' }),
+          el('span', { class: 'approval-deadline', text: request.deadline ? ` · denied if undecided by ${localTime(request.deadline)}` : '' }),
+          el('span', { text: request.decided_by ? ` · by ${request.decided_by}` : '' })));
+      if (!pending) {
+        if (!request.held) node.appendChild(el('div', { class: 'muted small', text: 'Resume the tree to apply the decision.' }));
+        return node;
+      }
+      const reason = el('input', { class: 'deny-reason', type: 'text', maxlength: 2000, placeholder: 'reason for a denial (optional; the agent reads it)', autocomplete: 'off' });
+      const approve = el('button', { class: 'approve-button', type: 'button', text: 'Approve', title: 'the call runs, once' });
+      const deny = el('button', { class: 'deny-button danger', type: 'button', text: 'Deny', title: 'the call does not run; the agent is told why' });
+      const buttons = [approve, deny];
+      const setBusy = (busy) => {
+        for (const button of buttons) button.disabled = busy;
+        const known = requests.get(request.call_id);
+        if (known) known.deciding = busy;
+      };
+      async function decide(kind) {
+        const body = { name: request.name, call_id: request.call_id };
+        if (kind === 'deny' && reason.value.trim()) body.reason = reason.value.trim();
+        setBusy(true);
+        const job = await control(`/api/sessions/${enc(root)}/${kind}`, body);
+        if (!job) return setBusy(false); // refused: nothing changed, the request still waits
+        // A command that failed decided nothing (its error is in the jobs list): try again.
+        const watch = (update) => {
+          if (!update || update.id !== job.id || update.state === 'running') return;
+          jobListeners.delete(watch);
+          watchers.delete(watch);
+          if (update.state === 'failed' && !closed) setBusy(false);
+        };
+        jobListeners.add(watch);
+        watchers.add(watch);
+        watch(jobs.get(job.id));
+      }
+      approve.addEventListener('click', () => decide('approve'));
+      deny.addEventListener('click', () => decide('deny'));
+      reason.addEventListener('keydown', (ev) => {
+        if (ev.key === 'Enter' && !deny.disabled) decide('deny');
+      });
+      node.appendChild(el('div', { class: 'row' }, approve, reason, deny));
+      if (deciding) for (const button of buttons) button.disabled = true;
+      return node;
+    }
 
     getJSON(`/api/sessions/${enc(root)}/members/${enc(sid)}`).then((data) => {
       if (closed) return;
@@ -761,10 +874,13 @@
     return {
       sid,
       onRow,
+      onApprovals,
       addRecords,
       close() {
         closed = true;
         resized.disconnect();
+        for (const watch of watchers) jobListeners.delete(watch);
+        watchers.clear();
       },
     };
   }
@@ -927,6 +1043,14 @@
         case 'subagent/catalog':
           return entryNode(record, 'catalog', `created ${p.mode || ''} child ${p.name || shortId(p.child_id)}`, p.label ? textBlock(p.label, 'muted') : null);
         case 'sandbox/mode': return entryNode(record, 'meta', `sandbox: ${p.mode || ''}`);
+        case 'tool/approval-requested':
+          return entryNode(record, 'approval-asked', `${p.name || 'tool'} call waits for approval (${p.reason || 'gated'})`,
+            el('span', { class: 'muted mono small', text: p.call_id || '' }));
+        case 'tool/approval-decided':
+          return entryNode(record, `approval-decided${p.approved ? '' : ' is-error'}`,
+            `${p.approved ? 'approved' : 'denied'} by ${p.by || '?'}`,
+            el('span', { class: 'muted mono small', text: p.call_id || '' }),
+            p.reason ? textBlock(p.reason) : null);
         case 'model/error': return genericEntry(record, 'is-error model-error');
         default: return genericEntry(record);
       }
