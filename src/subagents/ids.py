@@ -7,13 +7,14 @@ import re
 import uuid
 from typing import NewType
 
-from .errors import ConfigError, ErrorCode
+from .errors import ConfigError, ErrorCode, NotFoundError
 
 __all__ = [
     "CallId",
     "MessageId",
     "SessionId",
     "TENANT_PATTERN",
+    "check_session_id",
     "check_tenant_id",
     "new_message_id",
     "new_session_id",
@@ -38,6 +39,22 @@ def new_message_id() -> MessageId:
     address, come from the OS's random source.
     """
     return MessageId(str(uuid.UUID(int=_random.getrandbits(128), version=4)))
+
+
+_SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def check_session_id(value: object) -> SessionId:
+    """`value` as a session id; anything that could never name a session is `NOT_FOUND`.
+
+    Checked before any store is asked, so no text, number or object reaches SQLite, and the
+    refusal quotes at most a short, one-line form of what was given.
+    """
+    if isinstance(value, str) and _SESSION_ID.fullmatch(value):
+        return SessionId(value)
+    text = repr(value[:80] if isinstance(value, str) else value)
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    raise NotFoundError(f"session {shown} not found: a session id is a lowercase uuid")
 
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"

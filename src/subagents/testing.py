@@ -65,6 +65,7 @@ class ToolCallContext:
         self.tool_name = tool_name
         self.agent_id = agent_id
         self.agent_name = agent_name
+        self.grant: str | None = None
         self.concluded = [False]
 
     def conclude_turn(self) -> None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from approval_support import Waits, copy_tree, first_of, logs
 from delegation_support import events
 
 from subagents import DelegationOptions, RunResult, Runtime
@@ -27,13 +28,11 @@ from subagents.core import ApprovalWaiting, Status
 from subagents.definitions import parse_definition
 from subagents.delegation._tree import TreeMember, tree_json
 from subagents.errors import ErrorCode, SubagentsError
-from subagents.ids import SessionId
 from subagents.sessions import (
     ApprovalDecided,
     ApprovalPolicySet,
     ApprovalRequested,
     EventRecord,
-    SqliteEventStore,
     ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
@@ -89,23 +88,6 @@ def make(
     return runtime, model
 
 
-class Waits:
-    """The runtime's `ApprovalWaiting` events, in order; `next()` waits for the next one."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.queue: asyncio.Queue[ApprovalWaiting] = asyncio.Queue()
-        self.seen: list[ApprovalWaiting] = []
-        runtime.subscribe(self._on_event, types=(ApprovalWaiting,))
-
-    def _on_event(self, event: object) -> None:
-        assert isinstance(event, ApprovalWaiting)
-        self.seen.append(event)
-        self.queue.put_nowait(event)
-
-    async def next(self) -> ApprovalWaiting:
-        return await self.queue.get()
-
-
 @dataclass
 class Running:
     """A tree running in the background whose first gated call waits now."""
@@ -138,23 +120,6 @@ async def waiting_tree(
         waiting = await first_of(tasks, waits.next(), run)
         yield Running(runtime, model, str(lead.id), waiting, waits, run, tasks)
         await run
-
-
-async def first_of(
-    tasks: asyncio.TaskGroup, wanted: Coroutine[Any, Any, ApprovalWaiting], run: asyncio.Task[Any]
-) -> ApprovalWaiting:
-    """`wanted`, failing fast (with the run's own result) if the run ends first."""
-    wait = tasks.create_task(wanted)
-    done, _ = await asyncio.wait({wait, run}, return_when=asyncio.FIRST_COMPLETED)
-    if wait not in done:
-        wait.cancel()
-        raise AssertionError(f"the run ended before any call waited: {run.result()!r}")
-    return wait.result()
-
-
-async def logs(runtime: Runtime, root: str) -> dict[str, list[EventRecord]]:
-    """Every member's durable log by full name (`lead` for the root)."""
-    return {m.row.name: m.records for m in await runtime.tree(root)}
 
 
 async def members(runtime: Runtime, root: str) -> list[TreeMember]:
@@ -613,19 +578,6 @@ async def test_interrupting_a_waiting_member_aborts_its_turn_and_closes_the_requ
 
 
 # -- a turn whose process stopped while it waited --------------------------------------------
-
-
-async def copy_tree(source: Runtime, root: str, path: Path) -> None:
-    """Write every member of `root`'s tree, as stored now, into a fresh store at `path`."""
-    await source.store.flush()
-    headers = await source.store.list_headers(
-        tenant="default", roots_only=False, root=SessionId(root)
-    )
-    async with SqliteEventStore(path) as copy:
-        for header in sorted(headers, key=lambda h: h.depth):
-            await copy.create(header)
-            await copy.append(header.id, await source.store.read(header.id, tenant="default"))
-        await copy.flush()
 
 
 async def crashed_while_waiting(tmp_path: Path) -> tuple[str, str, Path]:

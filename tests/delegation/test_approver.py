@@ -19,6 +19,7 @@ from subagents import DelegationOptions, RunResult, Runtime
 from subagents.core import ApprovalWaiting
 from subagents.definitions import AgentDefinition, parse_definition
 from subagents.delegation import PendingApproval
+from subagents.delegation._approvals import APPROVAL_NOTICE_SOURCE
 from subagents.errors import ErrorCode
 from subagents.sessions import ApprovalDecided, EventRecord, ToolResultEvent, UserMessageEvent
 from subagents.testing import RecordingModel
@@ -179,8 +180,52 @@ async def test_a_child_that_does_not_name_its_parent_waits_for_a_person(tmp_path
     tree = make(tmp_path, script("plain", decision))
     async with tree.runtime:
         (pending,) = await pending_after(tree, "c", ErrorCode.UNKNOWN_TOOL)
+        notices = await approval_notices(tree.runtime, pending.root)
     assert (pending.name, pending.approver, pending.state) == ("c", "person", "pending")
     assert lines_of(tmp_path / "log.txt") == []
+    # The background parent was told its child waits, on whom, and on which call.
+    assert len(notices) == 1
+    assert "background subagent c is waiting for a person to approve its bash call" in notices[0]
+    assert pending.request.call_id in notices[0]
+
+
+async def approval_notices(rt: Runtime, root: str) -> list[str]:
+    """The texts of the approval notices the lead received."""
+    (lead, *_) = await rt.tree(root)
+    return [
+        e.message.text
+        for e in events(lead.records, UserMessageEvent)
+        if e.message.source == APPROVAL_NOTICE_SOURCE
+    ]
+
+
+FOREGROUND = """
+lead:
+  - calls: [{tool: subagent, args: {name: c, agent: plain, description: helper, prompt: go}}]
+  - text: lead done
+c:
+  - calls: [{tool: bash, args: {command: "echo c >> log.txt"}}]
+  - text: c done
+"""
+
+
+async def test_a_foreground_parent_is_not_told_it_keeps_waiting_for_its_child(
+    tmp_path: Path,
+) -> None:
+    tree = make(tmp_path, FOREGROUND)
+    rt = tree.runtime
+    async with rt, asyncio.TaskGroup() as tasks:
+        lead = await rt.create_agent()
+        run = tasks.create_task(rt.run("go", agent=lead))
+        waiting = tasks.create_task(tree.waiting.get())
+        done, _ = await asyncio.wait({waiting, run}, return_when=asyncio.FIRST_COMPLETED)
+        assert waiting in done, "the run ended before the child's call waited"
+        await rt.approve(lead.id, "c")
+        result = await run
+        notices = await approval_notices(rt, str(lead.id))
+    assert result.output == "lead done"
+    assert notices == []
+    assert lines_of(tmp_path / "log.txt") == ["c"]
 
 
 async def pending_after(tree: Tree, name: str, code: ErrorCode) -> list[PendingApproval]:
@@ -221,3 +266,39 @@ async def test_an_unknown_call_id_decides_nothing(
         (pending,) = await pending_after(tree, "c", code)
     assert pending.state == "pending"
     assert lines_of(tmp_path / "log.txt") == []
+
+
+LISTING = """
+lead:
+  - calls: [{tool: subagent, args: {name: c, agent: plain, description: helper, prompt: go,
+      run_in_background: true}}]
+  - calls: [{tool: until_waiting, args: {}}]
+  - calls: [{tool: list_agents, args: {}}]
+  - calls: [{tool: decided, args: {}}]
+  - text: lead listed
+  - text: lead done
+  - text: lead done again
+c:
+  - calls: [{tool: bash, args: {command: "echo c >> log.txt"}}]
+  - text: c done
+"""
+
+
+async def test_list_agents_shows_a_child_waiting_for_approval(tmp_path: Path) -> None:
+    tree = make(tmp_path, LISTING)
+    rt = tree.runtime
+    async with rt, asyncio.TaskGroup() as tasks:
+        lead = await rt.create_agent()
+        run = tasks.create_task(rt.run("go", agent=lead))
+        await tree.after_decision(tasks, run)
+        (listed,) = [
+            r
+            for r in events((await rt.tree(lead.id))[0].records, ToolResultEvent)
+            if r.message.name == "list_agents"
+        ]
+        await rt.approve(lead.id, "c")
+    assert not listed.message.is_error
+    (row,) = listed.message.content.splitlines()
+    assert row.startswith("c")
+    assert "waiting for approval" in row
+    assert lines_of(tmp_path / "log.txt") == ["c"]

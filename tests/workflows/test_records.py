@@ -279,6 +279,7 @@ class Context:
     call_id: str = "call-1"
     tool_name: str = "workflow"
     agent_name: str = "lead"
+    grant: str | None = None
 
     def conclude_turn(self) -> None:
         pass

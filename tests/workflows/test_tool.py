@@ -272,6 +272,7 @@ class Context:
     tool_name: str = "workflow"
     agent_id: str = "00000000-0000-4000-8000-000000000000"
     agent_name: str = "ghost"
+    grant: str | None = None
 
     def conclude_turn(self) -> None:
         pass

@@ -15,9 +15,8 @@ from typing import Annotated, Any, Self
 
 import typer
 
-from ..core import AgentRuntime, ApprovalWaiting
+from ..core import AgentRuntime, ApprovalWaiting, check_reason
 from ..delegation import PendingApproval
-from ..errors import ErrorCode, UsageError
 from ._common import (
     SESSION_HELP,
     check_tenant,
@@ -121,6 +120,7 @@ def _decide(
         raise typer.BadParameter("the call id must not be empty")
 
     async def main() -> dict[str, Any]:
+        check_reason(reason)  # before anything is opened: refused in one line, as `USAGE`
         async with open_store(store) as opened:
             header = await resolve_root(opened, tenant, session)
         async with runtime_for(store, tenant=tenant, cwd=header.cwd, definitions={}) as runtime:
@@ -172,8 +172,6 @@ def deny(
     as_json: JsonOpt = False,
 ) -> None:
     """Deny a waiting tool call: it does not run, and the agent is told why."""
-    if reason is not None and len(reason) > 2_000:
-        raise UsageError("--reason is longer than 2000 characters", code=ErrorCode.USAGE)
     outcome = _decide(
         session, name, call_id, store=store, tenant=tenant, approved=False, reason=reason
     )

@@ -8,11 +8,13 @@ from ._agent import (
     check_max_tokens as check_max_tokens,
 )
 from ._approvals import (
+    SANDBOX_ASK as SANDBOX_ASK,
     ApprovalDesk as ApprovalDesk,
     ApprovalPolicy as ApprovalPolicy,
     ApprovalWaiting as ApprovalWaiting,
     check_reason as check_reason,
     denied_outcome as denied_outcome,
+    is_text as is_text,
     pick_request as pick_request,
 )
 from ._budget import Budget as Budget, Ledger as Ledger
@@ -83,6 +85,7 @@ __all__ = [
     "PostedRecords",
     "RunFinished",
     "RunResult",
+    "SANDBOX_ASK",
     "SessionEventPosted",
     "SessionRow",
     "Status",
@@ -95,6 +98,7 @@ __all__ = [
     "denied_outcome",
     "event_json",
     "is_held",
+    "is_text",
     "iso",
     "lease_alive",
     "list_sessions",

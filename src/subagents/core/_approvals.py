@@ -16,12 +16,18 @@ import fnmatch
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final, TypeGuard, cast
 
 from .._task_owner import TaskOwner
 from ..errors import ErrorCode, SubagentError, UsageError
 from ..messages import ToolCallBlock
-from ..sessions import ApprovalDecided, ApprovalRequest, ApprovalRequested, approval_requests
+from ..sessions import (
+    MAX_REASON,
+    ApprovalDecided,
+    ApprovalRequest,
+    ApprovalRequested,
+    approval_requests,
+)
 from ..tools import ToolOutcome
 
 if TYPE_CHECKING:
@@ -31,23 +37,27 @@ __all__ = [
     "ApprovalDesk",
     "ApprovalPolicy",
     "ApprovalWaiting",
+    "SANDBOX_ASK",
     "check_reason",
     "denied_outcome",
+    "is_text",
     "pick_request",
 ]
 
+SANDBOX_ASK: Final = "sandbox:ask"
+"""The policy entry that makes a call needing a wider sandbox mode ask instead of failing."""
 _PATTERN: Final = re.compile(r"[A-Za-z0-9_.*?\[\]-]{1,128}")
-MAX_REASON: Final = 2_000
-"""The longest denial reason a person may give (the model reads it)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ApprovalPolicy:
     """The tool-name patterns whose calls wait for a decision, and how long one may wait.
 
-    `tools` holds `fnmatch` patterns (`bash`, `mcp__*`); `*` gates every call. A child's
-    policy is its parent's joined with its own (`join`): a child can add gates, never remove
-    one, and its timeout is the shorter of the two.
+    `tools` holds `fnmatch` patterns (`bash`, `mcp__*`); `*` gates every call, and
+    `sandbox:ask` (never a tool's name) makes a call that needs more than the agent's sandbox
+    mode allows ask for it instead of failing. A child's policy is its parent's joined with
+    its own (`join`): a child can add gates, never remove one, and its timeout is the shorter
+    of the two.
     """
 
     tools: frozenset[str] = frozenset()
@@ -62,7 +72,7 @@ class ApprovalPolicy:
         what: str = "approval",
         code: ErrorCode = ErrorCode.USAGE,
     ) -> ApprovalPolicy:
-        """A policy from what a user wrote: `all`, `"bash,write_file"`, or a list of names.
+        """A policy from what a user wrote: `all`, `none`, `"bash,write_file"`, or a list of names.
 
         Raises:
             UsageError: `code`, naming what is wrong with `value` or `timeout`.
@@ -87,12 +97,14 @@ class ApprovalPolicy:
             )
         tools: set[str] = set()
         for name in names:
+            if name == "none":  # `approval: none` says so outright: nothing is gated
+                continue
             if name == "all":
                 name = "*"
-            if not _PATTERN.fullmatch(name):
+            if name != SANDBOX_ASK and not _PATTERN.fullmatch(name):
                 raise UsageError(
                     f"{what}: {name[:60]!r} is not a tool name or pattern (letters, digits, "
-                    "`_.-`, and the wildcards `*?[]`)",
+                    f"`_.-`, and the wildcards `*?[]`) nor {SANDBOX_ASK}",
                     code=code,
                 )
             tools.add(name)
@@ -102,10 +114,15 @@ class ApprovalPolicy:
     def empty(self) -> bool:
         return not self.tools
 
+    @property
+    def escalation(self) -> bool:
+        """Whether a call needing a wider sandbox mode asks (`sandbox:ask`) instead of failing."""
+        return SANDBOX_ASK in self.tools
+
     def gates(self, tool: str) -> str | None:
         """The pattern that gates calls of `tool`, or None when they run without asking."""
         for pattern in sorted(self.tools):
-            if fnmatch.fnmatchcase(tool, pattern):
+            if pattern != SANDBOX_ASK and fnmatch.fnmatchcase(tool, pattern):
                 return pattern
         return None
 
@@ -176,6 +193,7 @@ class ApprovalDesk:
         call: ToolCallBlock,
         reason: str,
         request: ApprovalRequest | None = None,
+        grant: str | None = None,
     ) -> ApprovalDecided:
         """Ask for a decision on `call` (or take up `request`, made before a restart).
 
@@ -195,6 +213,7 @@ class ApprovalDesk:
                 agent=agent.name,
                 reason=reason,
                 deadline=clock.now() + timeout if timeout is not None else None,
+                grant=grant,
             )
             agent.record(event)
             await session.flush()
@@ -251,7 +270,11 @@ class ApprovalDesk:
 
     async def _settle(self, entry: _Wait, decision: ApprovalDecided) -> None:
         entry.deciding = True
-        entry.agent.record(decision)
+        try:
+            entry.agent.record(decision)
+        except BaseException:
+            entry.deciding = False  # nothing was written: the call can still be decided
+            raise
         await entry.agent.session.flush()
         if not entry.future.done():
             entry.future.set_result(decision)
@@ -313,8 +336,19 @@ def check_reason(reason: object) -> str | None:
     """A denial's reason as given (None: none), or `USAGE` for one that is not text."""
     if reason is None:
         return None
-    if not isinstance(reason, str) or len(reason) > MAX_REASON:
+    if not is_text(reason, MAX_REASON):
         raise UsageError(
             f"the reason must be text of at most {MAX_REASON} characters", code=ErrorCode.USAGE
         )
     return reason.strip() or None
+
+
+def is_text(value: object, limit: int) -> TypeGuard[str]:
+    """Text a decision can carry: a str of at most `limit` characters that UTF-8 encodes."""
+    if not isinstance(value, str) or len(value) > limit:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: it could never be written
+        return False
+    return True

@@ -45,6 +45,8 @@ class ControlServer:
     def __init__(self, serve: Callable[[], Awaitable[None]]) -> None:
         self._serve = serve
         self._lock = asyncio.Lock()
+        self._starting = asyncio.Lock()
+        """Two first `start`s at once make one socket, not one each (the other would leak)."""
         self._server: asyncio.Server | None = None
         self._directory: str | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -57,19 +59,22 @@ class ControlServer:
         Without one, this process still holds its trees; other processes' commands to them
         are then refused with `LEASE_HELD`, as a holder's that takes none.
         """
-        if self.address is not None or self._closed:
-            return self.address
-        try:
-            directory = await asyncio.to_thread(_private_directory)
-            path = os.path.join(directory, "control")
-            self._server = await asyncio.start_unix_server(
-                self._connected, path=path, limit=_MAX_LINE
-            )
-        except OSError as exc:
-            log.warning("no control socket (%s); commands from other processes are refused", exc)
-            return None
-        self._directory, self.address = directory, path
-        return path
+        async with self._starting:
+            if self.address is not None or self._closed:
+                return self.address
+            try:
+                directory = await asyncio.to_thread(_private_directory)
+                path = os.path.join(directory, "control")
+                self._server = await asyncio.start_unix_server(
+                    self._connected, path=path, limit=_MAX_LINE
+                )
+            except OSError as exc:
+                log.warning(
+                    "no control socket (%s); commands from other processes are refused", exc
+                )
+                return None
+            self._directory, self.address = directory, path
+            return path
 
     async def serve_now(self, serve: Callable[[], Awaitable[None]] | None = None) -> None:
         """Serve pending commands now (or run `serve`, a narrower pass).

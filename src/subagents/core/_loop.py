@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Set
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import ErrorCode, ModelError, SubagentsError
@@ -31,7 +32,7 @@ from ..sessions import (
     UserMessageEvent,
     WaitingStep,
 )
-from ..tools import ToolOutcome, check_call, execute_tool, run_checked
+from ..tools import Escalation, ToolOutcome, check_call, execute_tool, parse_arguments, run_checked
 from ._agent import CONTEXT_CLEARED, CONTEXT_SOURCE
 from ._approvals import denied_outcome
 from ._bus import AgentFailed, AgentReasoningDelta, AgentTextDelta
@@ -308,13 +309,14 @@ def _delta_emitter(agent: Agent, turn: int, step: int) -> Callable[[ModelChunk],
 class _CallContext:
     """The `ToolContext` a handler receives."""
 
-    __slots__ = ("agent", "call_id", "concluded", "tool_name")
+    __slots__ = ("agent", "call_id", "concluded", "grant", "tool_name")
 
     def __init__(self, agent: Agent, call: ToolCallBlock) -> None:
         self.agent = agent
         self.call_id = call.id
         self.tool_name = call.name
         self.concluded = [False]
+        self.grant: str | None = None
 
     @property
     def agent_id(self) -> str:
@@ -333,10 +335,13 @@ async def _execute(agent: Agent, call: ToolCallBlock) -> ToolOutcome:
     return await execute_tool(agent.tools, call, ctx, concluded=ctx.concluded)
 
 
-def _groups(agent: Agent, calls: tuple[ToolCallBlock, ...]) -> list[list[int]]:
+def _groups(
+    agent: Agent, calls: tuple[ToolCallBlock, ...], alone: Set[int] = frozenset()
+) -> list[list[int]]:
     """Consecutive parallel-safe calls share a group (up to the cap); others run alone.
 
-    A gated call runs alone: nothing else of its response starts before it is decided.
+    A gated call runs alone (as do the calls in `alone`: those asking for an escalation):
+    nothing else of its response starts before it is decided.
     """
     cap = agent.config.max_parallel_tools
     gates = agent.gates
@@ -344,7 +349,8 @@ def _groups(agent: Agent, calls: tuple[ToolCallBlock, ...]) -> list[list[int]]:
     current: list[int] = []
     for index, call in enumerate(calls):
         spec = agent.tools.get(call.name)
-        if spec is not None and spec.parallel_safe and gates.gates(call.name) is None:
+        shared = index not in alone and gates.gates(call.name) is None
+        if spec is not None and spec.parallel_safe and shared:
             if cap is not None and len(current) >= cap:
                 groups.append(current)
                 current = []
@@ -357,6 +363,24 @@ def _groups(agent: Agent, calls: tuple[ToolCallBlock, ...]) -> list[list[int]]:
     if current:
         groups.append(current)
     return groups
+
+
+async def _escalations(agent: Agent, calls: tuple[ToolCallBlock, ...]) -> dict[int, Escalation]:
+    """The calls that need more than the agent's sandbox mode, under `sandbox:ask` only."""
+    if not agent.gates.escalation:
+        return {}
+    found: dict[int, Escalation] = {}
+    for index, call in enumerate(calls):
+        spec = agent.tools.get(call.name)
+        if spec is None or spec.escalation is None:
+            continue
+        arguments = parse_arguments(call.arguments)
+        if isinstance(arguments, ToolOutcome):
+            continue  # the call fails as usual when it runs
+        escalation = await spec.escalation(_CallContext(agent, call), arguments)
+        if escalation is not None:
+            found[index] = escalation
+    return found
 
 
 async def _run_alone(
@@ -373,6 +397,23 @@ async def _run_alone(
             outcomes[index] = outcome
         raise asyncio.CancelledError
     outcomes[index] = outcome
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """Why a new request is made, and the escalation an approval grants (if any)."""
+
+    reason: str
+    grant: str | None = None
+
+    @classmethod
+    def of(cls, pattern: str | None, escalation: Escalation | None) -> _Ask:
+        gated = f"gated by {pattern!r}" if pattern is not None else None
+        if escalation is None:
+            assert gated is not None
+            return cls(gated)
+        reason = escalation.reason if gated is None else f"{gated}; {escalation.reason}"
+        return cls(reason, escalation.grant)
 
 
 class _ToolBatch:
@@ -443,16 +484,18 @@ class _ToolBatch:
     async def run(self, *, start: int = 0, request: ApprovalRequest | None = None) -> bool:
         """Run the calls from `start` on; `request` is the waiting call's, made before a restart."""
         gates = self.agent.gates
-        for group in _groups(self.agent, self.calls):
+        asks = await _escalations(self.agent, self.calls[start:])
+        asks = {start + index: escalation for index, escalation in asks.items()}
+        for group in _groups(self.agent, self.calls, alone=asks.keys()):
             if group[0] < start:
                 continue
             if len(group) == 1:
                 index = group[0]
                 resumed = request if request is not None and index == start else None
                 pattern = gates.gates(self.calls[index].name)
-                if resumed is not None or pattern is not None:
-                    reason = resumed.reason if resumed is not None else f"gated by {pattern!r}"
-                    await self._run_gated(index, reason, resumed)
+                ask = asks.get(index)
+                if resumed is not None or pattern is not None or ask is not None:
+                    await self._run_gated(index, resumed or _Ask.of(pattern, ask))
                     self.commit(index, self.outcomes[index])
                     continue
             for index in group:
@@ -472,27 +515,36 @@ class _ToolBatch:
                 self.commit(index, self.outcomes[index])
         return self.concluded
 
-    async def _run_gated(self, index: int, reason: str, request: ApprovalRequest | None) -> None:
+    async def _run_gated(self, index: int, asked: ApprovalRequest | _Ask) -> None:
         """A gated call: checked, put to a person, and run only once approved.
 
-        Its `tool/call` is recorded only when it starts (approved) or gets its result: a
-        request without one never ran.
+        `asked` is a new request's reason, or the request a restart left waiting. Its
+        `tool/call` is recorded only when it starts (approved) or gets its result: a request
+        without one never ran. An approved escalation's grant is given to this call only.
         """
         agent = self.agent
         call = self.calls[index]
         ctx = _CallContext(agent, call)
+        request = asked if isinstance(asked, ApprovalRequest) else None
         checked = check_call(agent.tools, call, ctx)
         if isinstance(checked, ToolOutcome) and request is None:
             self.record_call(index)
             self.outcomes[index] = checked
             return
         decision = await agent.approvals.wait(
-            agent, turn=self.turn, step=self.step, call=call, reason=reason, request=request
+            agent,
+            turn=self.turn,
+            step=self.step,
+            call=call,
+            reason=asked.reason,
+            request=request,
+            grant=asked.grant,
         )
         if not decision.approved:
             self.record_call(index)
             self.outcomes[index] = denied_outcome(decision, call.name)
             return
+        ctx.grant = asked.grant
         self.record_call(index)
         if isinstance(checked, ToolOutcome):  # approved before a restart; it fails now
             self.outcomes[index] = checked

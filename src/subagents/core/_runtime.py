@@ -518,15 +518,24 @@ class AgentRuntime(AsyncResource):
             session = Session(header, self.store, self.clock, records)
             await session.append(InboxSpliced(target=target, start=start, inserted=(message,)))
 
-    async def append_stored(self, session_id: SessionId, event: SessionEvent) -> None:
+    async def append_stored(
+        self,
+        session_id: SessionId,
+        event: SessionEvent,
+        *,
+        check: Callable[[Sequence[EventRecord]], None] | None = None,
+    ) -> None:
         """Append to the log of a session no agent of this runtime has loaded (durably).
 
         Writers of unloaded sessions (mailbox deliveries, team boards) go through one lock per
-        session, so their appends never race each other.
+        session, so their appends never race each other. `check` sees the log under that lock
+        and may refuse (raise) the append.
         """
         async with self._stored_lock(session_id):
             header = await self.store.get_header(session_id, tenant=self.tenant)
             records = await self.store.read(header.id, tenant=self.tenant)
+            if check is not None:
+                check(records)
             await Session(header, self.store, self.clock, records).append(event)
 
     def _stored_lock(self, session_id: SessionId) -> asyncio.Lock:
@@ -638,12 +647,20 @@ class AgentRuntime(AsyncResource):
         )
         if await self.approval_desk.decide(header.id, decision):
             return request, decision, True
+
+        def still_pending(records: Sequence[EventRecord]) -> None:
+            # Checked again where the decision is written: a concurrent one may have won.
+            pick_request(
+                approval_requests(records[header.seed_length :]), request.call_id, name=shown
+            )
+
         live = self.get_agent(header.id)
         if live is not None:  # loaded, its wait not taken up yet: its run finds the decision
+            still_pending(live.session.records)
             live.record(decision)
             await live.session.flush()
         else:
-            await self.append_stored(header.id, decision)
+            await self.append_stored(header.id, decision, check=still_pending)
         return request, decision, False
 
     def own_gates(self, agent: Agent) -> ApprovalPolicy:

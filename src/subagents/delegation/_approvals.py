@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._task_owner import TaskOwner
-from ..core import Agent, ApprovalPolicy, ApprovalWaiting, check_reason, is_held
+from ..core import Agent, ApprovalPolicy, ApprovalWaiting, check_reason, is_held, is_text
 from ..errors import ErrorCode, UsageError
 from ..messages import MessageSource, user_message
 from ..sessions import (
@@ -39,12 +39,12 @@ __all__ = [
     "APPROVAL_NOTICE_SOURCE",
     "PendingApproval",
     "WaitNotices",
+    "approver_of",
     "check_decision",
-    "definition_gates",
     "decide_here",
+    "definition_gates",
     "list_approvals",
     "offer_approve_tool",
-    "approver_of",
 ]
 
 APPROVAL_NOTICE_SOURCE = MessageSource(kind="notice", name="approval")
@@ -107,14 +107,12 @@ async def list_approvals(
 
 def check_decision(call_id: object, by: object, reason: object) -> tuple[str | None, str]:
     """A decision's reason and decider as given, refused (`USAGE`) before anything is read."""
-    if call_id is not None and (
-        not isinstance(call_id, str) or not call_id.strip() or len(call_id) > MAX_CALL_ID
-    ):
+    if call_id is not None and (not is_text(call_id, MAX_CALL_ID) or not call_id.strip()):
         raise UsageError(
             f"a call id is a non-empty text of at most {MAX_CALL_ID} characters",
             code=ErrorCode.USAGE,
         )
-    if not isinstance(by, str) or not by.strip() or len(by) > MAX_DECIDER:
+    if not is_text(by, MAX_DECIDER) or not by.strip():
         raise UsageError(
             f"`by` names who decided, in at most {MAX_DECIDER} characters", code=ErrorCode.USAGE
         )

@@ -106,7 +106,7 @@ def _segments(path: str) -> Sequence[str]:
     return parts if all(is_name(p) for p in parts) else ()
 
 
-def check_name_path(path: str) -> str:
+def check_name_path(path: object) -> str:
     """`path` when it is a full name (`reviewer/checker`, `/reviewer`) or `lead`.
 
     For names a person types (`subagents send SID NAME`), where a stray slash must be an
@@ -115,6 +115,10 @@ def check_name_path(path: str) -> str:
     Raises:
         SubagentError: `INVALID_NAME`, saying what is wrong with the path.
     """
+    if not isinstance(path, str):  # a caller from Python may pass anything
+        raise SubagentError(
+            f"an agent name is text, got {type(path).__name__}", code=ErrorCode.INVALID_NAME
+        )
     if path in (ROOT_NAME, f"/{ROOT_NAME}") or _segments(path):
         return path
     if not path.strip():
@@ -124,7 +128,7 @@ def check_name_path(path: str) -> str:
     else:
         problem = "each part must be a name: lower-case letters, digits or '-'"
     raise SubagentError(
-        f"invalid agent name {path!r}: {problem}; give a full name such as `reviewer` or "
+        f"invalid agent name {path[:80]!r}: {problem}; give a full name such as `reviewer` or "
         "`reviewer/checker` (see `subagents tree`)",
         code=ErrorCode.INVALID_NAME,
     )

@@ -77,6 +77,9 @@ class CommandDesk:
         self._runtime = runtime
         self.ready: set[SessionId] = set()
         """Roots whose tree is loaded here, so their commands can run (not mid-resume)."""
+        self.deciding: set[SessionId] = set()
+        """Roots mid-resume: a decision on a call that waits here now is served at once (a
+        recovered child may wait on it), any other command once the tree is ready."""
 
     async def serve(
         self, roots: Iterable[SessionId] | None = None, *, kinds: Set[str] | None = None
@@ -86,10 +89,25 @@ class CommandDesk:
         With `kinds`, only commands of those kinds.
         """
         store = self._runtime.store
+        for root in list(self.deciding if roots is None else ()):
+            for row in await store.pending_commands(root):
+                if self._waits_here(row):
+                    await self._execute_row(root, row)
         for root in list(self.ready if roots is None else roots):
             for row in await store.pending_commands(root):
                 if kinds is None or row.kind in kinds:
                     await self._execute_row(root, row)
+
+    def _waits_here(self, row: CommandRow) -> bool:
+        """A decision whose call a turn of this process waits on now."""
+        if row.kind not in DECISION_KINDS:
+            return False
+        try:
+            command = parse_command(row)
+        except SubagentsError:
+            return False  # refused once the tree is ready
+        assert command.call_id is not None
+        return self._runtime.approval_desk.holds(str(command.target), command.call_id)
 
     async def _execute_row(self, root: SessionId, row: CommandRow) -> None:
         try:

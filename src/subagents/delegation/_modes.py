@@ -6,15 +6,16 @@ later switch of the parent never changes a child that exists. A child can only n
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from ..core import Agent
 from ..errors import ConfigError, ErrorCode
 from ..ids import SessionId
-from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode
-from ..sessions import SandboxModeSet
+from ..policy import SandboxMode, SandboxPolicy, narrower, parse_mode, store_paths
+from ..sessions import EventStore, SandboxModeSet
 
-__all__ = ["SandboxModes"]
+__all__ = ["SandboxModes", "store_files"]
 
 
 class SandboxModes:
@@ -51,13 +52,17 @@ class SandboxModes:
         agent.record(SandboxModeSet(mode=mode, source=source))
         self._modes[agent.id] = mode
 
-    def policy(self, agent: Agent) -> SandboxPolicy:
-        """The file policy an agent's tools and scripts run under right now."""
+    def policy(self, agent: Agent, *, grant: str | None = None) -> SandboxPolicy:
+        """The file policy an agent's tools and scripts run under right now.
+
+        `grant` is what a person approved beyond it for one call (a `sandbox:ask` escalation).
+        """
         return SandboxPolicy(
             mode=self.of(agent.id),
             workspace_root=agent.session.header.cwd,
             session_id=agent.id,
             hidden=self.hidden,
+            granted=(grant,) if grant is not None else (),
         )
 
     def switch(self, agent: Agent, mode: SandboxMode) -> None:
@@ -73,3 +78,11 @@ class SandboxModes:
             )
         agent.record(SandboxModeSet(mode=mode, source="user"))
         self._modes[agent.id] = mode
+
+
+def store_files(store: EventStore) -> tuple[str, ...]:
+    """A SQLite store's directory and the files SQLite keeps there (see `store_paths`)."""
+    path = getattr(store, "path", None)
+    if not isinstance(path, Path):
+        return ()
+    return store_paths(str(path))

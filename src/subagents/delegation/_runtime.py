@@ -41,10 +41,10 @@ from ..errors import (
     SubagentError,
     UsageError,
 )
-from ..ids import SessionId
+from ..ids import SessionId, check_session_id
 from ..models import Model
 from ..names import ROOT_NAME
-from ..policy import SandboxMode, SandboxPolicy, parse_mode, store_paths
+from ..policy import SandboxMode, SandboxPolicy, parse_mode
 from ..sessions import (
     DECISION_KINDS,
     DEFAULT_CRASH_RETRIES,
@@ -78,10 +78,16 @@ from ._commands import (
     wait_for_answer,
 )
 from ._continuable import ContinuableManager
-from ._modes import SandboxModes
+from ._modes import SandboxModes, store_files
 from ._providers import InProcessProvider, ToolFilter
 from ._recovery import TreeRecovery
-from ._scope import DELEGATION_TAG, AgentProfile, check_definition_tools, child_profile
+from ._scope import (
+    DELEGATION_TAG,
+    AgentProfile,
+    check_definition_tools,
+    child_profile,
+    recorded_cap,
+)
 from ._service import Admission, SubagentService, output_schema
 from ._team_board import TeamBoards
 from ._tree import TreeMember, check_takes_messages, find_member, load_tree
@@ -272,7 +278,7 @@ class DelegationRuntime(AgentRuntime):
         if folder is not None:
             await asyncio.to_thread(check_definitions_folder, folder)
         await super().__aenter__()
-        self.modes.hidden = await asyncio.to_thread(_store_files, self.store)
+        self.modes.hidden = await asyncio.to_thread(store_files, self.store)
         self._stack.push_async_callback(self.tasks.aclose)
         self._stack.push_async_callback(WaitNotices(self).aclose)
         options = self.delegation
@@ -287,7 +293,7 @@ class DelegationRuntime(AgentRuntime):
         """The built-in tools this runtime's options offer, and the delegation providers."""
         if self._workspace_tools:
             for spec in workspace_tools(
-                lambda ctx: self.sandbox_policy(ctx.agent_id),
+                lambda ctx: self.sandbox_policy(ctx.agent_id, grant=ctx.grant),
                 cwd_for=lambda ctx: self.sandbox_policy(ctx.agent_id).workspace_root,
             ):
                 self.tools.register(spec)
@@ -460,13 +466,19 @@ class DelegationRuntime(AgentRuntime):
         """
         header = await self._root(root_id)
         await self.hold(header.id)
-        await self.recovery.recover(header)
-        # What others asked of the tree while no one could take it: an interrupt first, so
-        # the turn it stops is closed instead of run again; messages once members are loaded.
-        await self.control.serve_now(lambda: self.commands.serve([header.id], kinds={"interrupt"}))
-        agent = await self.resume_agent(header.id)
-        await self.continuable.resume_unsettled(header)
-        self.commands.ready.add(header.id)
+        self.commands.deciding.add(header.id)  # a recovered child may wait for a decision
+        try:
+            await self.recovery.recover(header)
+            # What others asked of the tree while no one could take it: an interrupt first, so
+            # the turn it stops is closed instead of run again; messages once members load.
+            await self.control.serve_now(
+                lambda: self.commands.serve([header.id], kinds={"interrupt"})
+            )
+            agent = await self.resume_agent(header.id)
+            await self.continuable.resume_unsettled(header)
+            self.commands.ready.add(header.id)
+        finally:
+            self.commands.deciding.discard(header.id)
         await self.control.serve_now()
         return agent
 
@@ -688,10 +700,11 @@ class DelegationRuntime(AgentRuntime):
         header = await self._root(root)
         target = await find_member(self.store, header, name)
         if header.id not in self.commands.ready and await self._held_elsewhere(header):
-            if call_id is None:  # the command names its call: pick it from the stored log
-                records = await self.store.read(target.id, tenant=self.tenant)
-                shown = name.strip("/")
-                call_id = pick_request(approval_requests(records), None, name=shown).call_id
+            # Checked against the stored log first (a refusal leaves no command behind); the
+            # command names its call.
+            records = await self.store.read(target.id, tenant=self.tenant)
+            own = approval_requests(records[target.seed_length :])
+            call_id = pick_request(own, call_id, name=name.strip("/")).call_id
             body = encode_decision(call_id, by=by, reason=reason)
             kind: CommandKind = "approve" if approved else "deny"
             return await self._ask(
@@ -765,7 +778,7 @@ class DelegationRuntime(AgentRuntime):
 
     async def _root(self, root: SessionId | str) -> SessionHeader:
         """The header of the root session `root` (a child's id is refused: `USAGE`)."""
-        header = await self.store.get_header(SessionId(root), tenant=self.tenant)
+        header = await self.store.get_header(check_session_id(root), tenant=self.tenant)
         if header.parent is not None:
             raise UsageError(
                 f"{header.id} is a child session; give its tree's root {header.root_id}",
@@ -827,12 +840,12 @@ class DelegationRuntime(AgentRuntime):
         statement = file_policy_statement(self.modes.of(agent.id), agent.session.header.cwd)
         agent.config = told(agent.config, FILE_POLICY, statement)
 
-    def sandbox_policy(self, agent_id: str) -> SandboxPolicy:
-        """The file policy an agent's tools and scripts run under right now."""
+    def sandbox_policy(self, agent_id: str, *, grant: str | None = None) -> SandboxPolicy:
+        """The file policy an agent's tools run under now (`grant`: a call's escalation)."""
         agent = self.get_agent(agent_id)
         if agent is None:
             raise NotFoundError(f"no live agent {agent_id}", code=ErrorCode.NOT_FOUND)
-        return self.modes.policy(agent)
+        return self.modes.policy(agent, grant=grant)
 
     def confines_children(self, parent: Agent) -> bool:
         """A child's cwd stays inside its parent's workspace unless the parent is unconfined.
@@ -967,29 +980,12 @@ class DelegationRuntime(AgentRuntime):
         )
         config = told(agent.config, DELEGATION, statement)
         if config.max_tokens is None:  # a resumed agent: the cap it recorded, else ours
-            own = _recorded_cap(profile)
+            own = recorded_cap(profile)
             config = dataclasses.replace(config, max_tokens=own or self.delegation.max_tokens)
         agent.config = dataclasses.replace(config, preamble=RUNTIME_GUIDANCE)
         self._tell_limits(agent)
         if max_depth is not None and header.depth >= max_depth:
             agent.tools.hide({DELEGATION_TAG})
-
-
-def _store_files(store: EventStore) -> tuple[str, ...]:
-    """A SQLite store's directory and the files SQLite keeps there (see `store_paths`)."""
-    path = getattr(store, "path", None)
-    if not isinstance(path, Path):
-        return ()
-    return store_paths(str(path))
-
-
-def _recorded_cap(profile: AgentProfile | None) -> int | None:
-    """The response cap a profile carries: restored from a log, else its definition's."""
-    if profile is None:
-        return None
-    if profile.max_tokens is not None:
-        return profile.max_tokens
-    return profile.definition.max_tokens if profile.definition is not None else None
 
 
 def _apply(agent: Agent, tool_filter: ToolFilter | None) -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "child_profile",
     "narrow",
     "pick_definition",
+    "recorded_cap",
     "resolve_tools",
 ]
 
@@ -148,3 +149,12 @@ def pick_definition(
             definition=name,
         )
     return definition
+
+
+def recorded_cap(profile: AgentProfile | None) -> int | None:
+    """The response cap a profile carries: restored from a log, else its definition's."""
+    if profile is None:
+        return None
+    if profile.max_tokens is not None:
+        return profile.max_tokens
+    return profile.definition.max_tokens if profile.definition is not None else None

@@ -44,6 +44,9 @@ class SandboxPolicy:
     hidden: tuple[str, ...] = ()
     """Paths no confined run may see beyond $HOME and $SUBAGENTS_HOME (the runtime's store
     files): a confined process finds them empty, the file tools refuse them."""
+    granted: tuple[str, ...] = ()
+    """What a person approved beyond `mode` for this one call: `read:PATH` (that canonical
+    path and what lies under it) or `write:PATH` (that path only). Never the store or /proc."""
 
 
 def parse_mode(text: str) -> SandboxMode:

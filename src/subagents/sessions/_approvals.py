@@ -43,6 +43,8 @@ class ApprovalRequest:
     seq: int
     time: float
     deadline: float | None
+    grant: str | None = None
+    """What an approval lets the call do beyond its sandbox mode (an escalation), if anything."""
     decision: ApprovalDecided | None = None
     started: bool = False
     """A `tool/call` followed the request: the call ran (or began to)."""
@@ -84,6 +86,7 @@ def approval_requests(records: Sequence[EventRecord]) -> list[ApprovalRequest]:
                     seq=record.seq,
                     time=record.time,
                     deadline=event.deadline,
+                    grant=event.grant,
                 )
             case ApprovalDecided(call_id=call_id) as event if call_id in found:
                 if found[call_id].decision is None:

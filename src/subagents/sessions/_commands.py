@@ -22,14 +22,15 @@ from ..ids import MessageId, SessionId
 
 __all__ = [
     "COMMAND_KINDS",
-    "MAX_COMMAND_TEXT",
     "Command",
     "CommandKind",
     "CommandRow",
     "CommandState",
     "DECISION_KINDS",
     "MAX_CALL_ID",
+    "MAX_COMMAND_TEXT",
     "MAX_DECIDER",
+    "MAX_REASON",
     "decode_outcome",
     "encode_body",
     "encode_decision",
@@ -83,6 +84,8 @@ class Command:
 MAX_DECIDER: Final = 200
 """The longest `by` a decision carries (who decided, as listings show it)."""
 MAX_CALL_ID: Final = 200
+MAX_REASON: Final = 2_000
+"""The longest denial reason a person may give (the model reads it)."""
 
 DECISION_KINDS: Final = frozenset({"approve", "deny"})
 
@@ -106,7 +109,10 @@ def encode_decision(call_id: str, *, by: str, reason: str | None = None) -> byte
 
 
 def _bad(row: CommandRow, why: str) -> UsageError:
-    return UsageError(f"command {row.id} cannot be executed: {why}", code=ErrorCode.BAD_COMMAND)
+    shown = " ".join(why.split())  # one line, whatever the row quoted
+    if len(shown) > 300:
+        shown = shown[:299] + "…"
+    return UsageError(f"command {row.id} cannot be executed: {shown}", code=ErrorCode.BAD_COMMAND)
 
 
 def _is_uuid(value: str) -> bool:
@@ -157,12 +163,12 @@ def parse_command(row: CommandRow) -> Command:
 def _decision(row: CommandRow, body: _Body) -> Command:
     if body.message_id is not None:
         raise _bad(row, f"a {row.kind} command carries no message id")
-    if not body.call_id or len(body.call_id) > MAX_CALL_ID:
+    if not (body.call_id or "").strip() or len(body.call_id or "") > MAX_CALL_ID:
         raise _bad(row, f"a {row.kind} command names the call it decides")
-    if not body.by or len(body.by) > MAX_DECIDER:
+    if not (body.by or "").strip() or len(body.by or "") > MAX_DECIDER:
         raise _bad(row, f"a {row.kind} command says who decided, in at most {MAX_DECIDER} chars")
-    if body.text is not None and (row.kind != "deny" or len(body.text) > MAX_COMMAND_TEXT):
-        raise _bad(row, "only a deny command carries a reason, of a bounded length")
+    if body.text is not None and (row.kind != "deny" or len(body.text) > MAX_REASON):
+        raise _bad(row, f"only a deny command carries a reason, of at most {MAX_REASON} chars")
     return Command(
         id=row.id,
         root=SessionId(row.root),

@@ -337,7 +337,9 @@ class ApprovalRequested(_Event, frozen=True, kw_only=True, tag="tool/approval-re
 
     Written before the call's `tool/call`: a `tool/call` after it marks the call started, so a
     request with none after it never ran, whatever happened to the process. `agent` is the
-    member's full name; `deadline` the wall-clock time an `approval_timeout` denies it at.
+    member's full name; `deadline` the wall-clock time an `approval_timeout` denies it at;
+    `grant` what an approval lets this one call do beyond the member's sandbox mode (a call
+    that asked for an escalation), so a resume runs it with the same grant.
     """
 
     turn: int
@@ -348,6 +350,7 @@ class ApprovalRequested(_Event, frozen=True, kw_only=True, tag="tool/approval-re
     agent: str
     reason: str
     deadline: float | None = None
+    grant: str | None = None
 
 
 class ApprovalDecided(_Event, frozen=True, kw_only=True, tag="tool/approval-decided"):

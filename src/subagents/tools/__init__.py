@@ -1,6 +1,8 @@
 """Tools: definitions, the `@tool` decorator, registries and the execution pipeline."""
 
 from ._definition import (
+    Escalation as Escalation,
+    EscalationCheck as EscalationCheck,
     ToolContext as ToolContext,
     ToolHandler as ToolHandler,
     ToolResult as ToolResult,
@@ -20,6 +22,8 @@ from ._registry import Guard as Guard, ToolRegistry as ToolRegistry, ToolScope a
 
 __all__ = [
     "CheckedCall",
+    "Escalation",
+    "EscalationCheck",
     "Guard",
     "ToolContext",
     "ToolHandler",

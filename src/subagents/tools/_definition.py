@@ -21,7 +21,15 @@ from ..errors import ErrorCode, UsageError
 from ..messages import JsonObject, JsonValue
 from ._convert import ParamCodec, json_default, param_codec
 
-__all__ = ["ToolContext", "ToolHandler", "ToolResult", "ToolSpec", "tool"]
+__all__ = [
+    "Escalation",
+    "EscalationCheck",
+    "ToolContext",
+    "ToolHandler",
+    "ToolResult",
+    "ToolSpec",
+    "tool",
+]
 
 _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
 
@@ -41,9 +49,32 @@ class ToolContext(Protocol):
     @property
     def agent_name(self) -> str: ...
 
+    @property
+    def grant(self) -> str | None:
+        """An approved escalation's grant for this one call (`Escalation.grant`), or None."""
+        ...
+
     def conclude_turn(self) -> None:
         """Make this call's successful result the last step of the turn."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    """A call that needs more than its agent's sandbox mode allows, asking instead of failing.
+
+    Made under the approval policy's `sandbox:ask`; a person decides it like a gated call.
+    """
+
+    reason: str
+    """What the call needs and why, as the person deciding reads it."""
+    grant: str
+    """Handed back to the call as `ToolContext.grant` once approved, and only to that call."""
+
+
+EscalationCheck: TypeAlias = "Callable[[ToolContext, JsonObject], Awaitable[Escalation | None]]"
+"""Whether a call with these arguments needs an escalation (never a permission: the tool still
+enforces its policy, widened only by a grant)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +127,8 @@ class ToolSpec:
     refuses a rule `parameters` states with a more precise error and code (a child name's
     grammar, an unknown definition) checks a schema without that rule; a constrained decoder
     still enforces it from `parameters`."""
+    escalation: EscalationCheck | None = None
+    """How a call of it can ask for more than its agent's sandbox mode (None: it cannot)."""
     validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -37,6 +37,7 @@ from typing import Literal
 from ..errors import ConfigError, ErrorCode, ToolError
 from ..policy import SandboxPolicy, canonical_root, within
 from ..sessions import parse_store_url
+from ..tools import Escalation
 from ._walk import MAX_LINKS, NotRegularFile, PathRaced
 
 __all__ = [
@@ -168,15 +169,11 @@ class Access:
         """Why reading `real` is refused, or None when it is allowed."""
         if self.policy.mode == "danger-full-access":
             return None
-        root = self.policy.workspace_root
-        inside = within(real, root)
-        for store in self._stores:
-            if within(real, store) and not (inside and within(root, store)):
-                return "the subagents store is hidden from agents"
-        if inside:
+        never = self.never_granted(real)
+        if never is not None:
+            return never
+        if within(real, self.policy.workspace_root) or self._granted("read", real):
             return None
-        if within(real, "/proc"):
-            return "/proc is hidden from agents (it exposes the host process)"
         home = self._home
         if home is not None and within(real, home):
             return "the home directory is hidden from agents outside the workspace"
@@ -187,12 +184,52 @@ class Access:
         mode = self.policy.mode
         if mode == "danger-full-access":
             return None
+        if self._granted("write", real):
+            return self.never_granted(real)
         if mode == "read-only":
             return "the session is read-only"
         root = self.policy.workspace_root
         if not within(real, root):
             return f"it is outside the workspace {root}"
         return self.read_denial(real)
+
+    def never_granted(self, real: str) -> str | None:
+        """What no mode short of danger-full-access, and no grant, ever opens."""
+        root = self.policy.workspace_root
+        inside = within(real, root)
+        for store in self._stores:
+            if within(real, store) and not (inside and within(root, store)):
+                return "the subagents store is hidden from agents"
+        if not inside and within(real, "/proc"):
+            return "/proc is hidden from agents (it exposes the host process)"
+        return None
+
+    def _granted(self, op: Literal["read", "write"], real: str) -> bool:
+        for grant in self.policy.granted:
+            kind, _, path = grant.partition(":")
+            if kind == "write" and real == path:
+                return True
+            if kind == "read" == op and within(real, path):
+                return True
+        return False
+
+    def escalation(self, op: Literal["read", "write"], path: str) -> Escalation | None:
+        """What a call of `op` on `path` would need a person to grant, or None.
+
+        None when the call is allowed as it is, and when no grant could allow it (the store,
+        /proc): such a call fails as usual. The tool still checks every path it walks.
+        """
+        try:
+            real = canonical_root(self.absolute(path))
+        except ToolError:
+            return None  # the call fails with its own error
+        denial = self.read_denial(real) if op == "read" else self.write_denial(real)
+        if denial is None or self.never_granted(real) is not None:
+            return None
+        return Escalation(
+            reason=f"{op} of {real} needs more than the {self.mode} sandbox allows: {denial}",
+            grant=f"{op}:{real}",
+        )
 
     def check_read(self, path: str, real: str) -> None:
         reason = self.read_denial(real)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Annotated
+from dataclasses import replace
+from typing import Annotated, Literal
 
 from msgspec import Meta
 
+from ..messages import JsonObject
 from ..policy import SandboxPolicy
-from ..tools import ToolContext, ToolResult, ToolSpec, tool
+from ..tools import Escalation, EscalationCheck, ToolContext, ToolResult, ToolSpec, tool
 from ._bash import BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS, run_bash
 from ._files import READ_DEFAULT_LIMIT, edit_text, read_text, write_text
 from ._paths import Access, require_text
@@ -56,6 +58,23 @@ BASH = (
 _Offset = Annotated[int, Meta(ge=0, description="The first line, 1-based.")]
 _Limit = Annotated[int, Meta(ge=1, description="Lines to read at most.")]
 _Timeout = Annotated[int, Meta(ge=1, le=BASH_MAX_TIMEOUT_MS)]
+
+
+def _escalation_check(
+    op: Literal["read", "write"],
+    policy_for: Callable[[ToolContext], SandboxPolicy],
+    cwd_for: Callable[[ToolContext], str],
+) -> EscalationCheck:
+    """What a file tool's call on its `path` would need granted (see `Access.escalation`)."""
+
+    async def check(ctx: ToolContext, arguments: JsonObject) -> Escalation | None:
+        path = arguments.get("path", ".")
+        if not isinstance(path, str):
+            return None  # refused as bad arguments when it runs
+        access = Access(policy_for(ctx), cwd_for(ctx))
+        return await asyncio.to_thread(access.escalation, op, path)
+
+    return check
 
 
 def workspace_tools(
@@ -163,4 +182,14 @@ def workspace_tools(
         """
         return await run_bash(access(ctx, command=command), command, timeout_ms)
 
-    return [read_file, write_file, edit_file, glob, grep, bash]
+    reads = _escalation_check("read", policy_for, cwd_for)
+    writes = _escalation_check("write", policy_for, cwd_for)
+    # `bash` cannot ask: what its confinement refuses is only known inside the process.
+    return [
+        replace(read_file, escalation=reads),
+        replace(write_file, escalation=writes),
+        replace(edit_file, escalation=writes),
+        replace(glob, escalation=reads),
+        replace(grep, escalation=reads),
+        bash,
+    ]
