@@ -4,7 +4,7 @@ The provider registry, named children and their catalogs, continuable and backgr
 tree state and crash recovery, and the runtime that mounts the delegation tools.
 """
 
-from ._approvals import PendingApproval as PendingApproval
+from ._approvals import PendingApproval as PendingApproval, stored_request as stored_request
 from ._background import TaskOutcome as TaskOutcome, TaskRegistry as TaskRegistry
 from ._catalog import (
     catalog_entries as catalog_entries,
@@ -106,5 +106,6 @@ __all__ = [
     "refuse_one_shot",
     "resolve_name",
     "resolve_tools",
+    "stored_request",
     "tree_json",
 ]

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._task_owner import TaskOwner
-from ..core import Agent, ApprovalPolicy, ApprovalWaiting, check_reason, is_held, is_text
+from ..core import (
+    Agent,
+    ApprovalPolicy,
+    ApprovalWaiting,
+    check_reason,
+    is_held,
+    is_text,
+    pick_request,
+)
 from ..errors import ErrorCode, UsageError
 from ..messages import MessageSource, user_message
 from ..sessions import (
@@ -22,6 +30,7 @@ from ..sessions import (
     MAX_DECIDER,
     ApprovalRequest,
     EventRecord,
+    EventStore,
     SessionHeader,
     SubagentDescriptor,
     ToolResultEvent,
@@ -45,6 +54,7 @@ __all__ = [
     "definition_gates",
     "list_approvals",
     "offer_approve_tool",
+    "stored_request",
 ]
 
 APPROVAL_NOTICE_SOURCE = MessageSource(kind="notice", name="approval")
@@ -103,6 +113,18 @@ async def list_approvals(
                 if request.outstanding
             )
     return found
+
+
+async def stored_request(
+    store: EventStore, member: SessionHeader, call_id: str | None, *, name: str
+) -> ApprovalRequest:
+    """The request a decision for `member` is for, picked from its stored log (`pick_request`).
+
+    For a decision that travels elsewhere (a command, a console job): refused here, with the
+    code the holder would give, before anything is written.
+    """
+    records = await store.read(member.id, tenant=member.tenant)
+    return pick_request(approval_requests(records[member.seed_length :]), call_id, name=name)
 
 
 def check_decision(call_id: object, by: object, reason: object) -> tuple[str | None, str]:

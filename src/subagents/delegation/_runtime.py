@@ -22,7 +22,6 @@ from ..core import (
     RunResult,
     check_max_tokens,
     lease_alive,
-    pick_request,
     run_result,
 )
 from ..definitions import (
@@ -54,7 +53,6 @@ from ..sessions import (
     KnownOutcome,
     SessionHeader,
     SubagentDescriptor,
-    approval_requests,
     encode_decision,
 )
 from ..tools import ToolSpec
@@ -67,6 +65,7 @@ from ._approvals import (
     definition_gates,
     list_approvals,
     offer_approve_tool,
+    stored_request,
 )
 from ._background import TaskRegistry
 from ._budget_book import combined, with_budget
@@ -702,9 +701,8 @@ class DelegationRuntime(AgentRuntime):
         if header.id not in self.commands.ready and await self._held_elsewhere(header):
             # Checked against the stored log first (a refusal leaves no command behind); the
             # command names its call.
-            records = await self.store.read(target.id, tenant=self.tenant)
-            own = approval_requests(records[target.seed_length :])
-            call_id = pick_request(own, call_id, name=name.strip("/")).call_id
+            request = await stored_request(self.store, target, call_id, name=name.strip("/"))
+            call_id = request.call_id
             body = encode_decision(call_id, by=by, reason=reason)
             kind: CommandKind = "approve" if approved else "deny"
             return await self._ask(

@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from ..core import check_reason, pick_request
-from ..delegation import find_member, refuse_one_shot
+from ..core import check_reason
+from ..delegation import find_member, refuse_one_shot, stored_request
 from ..errors import ErrorCode, UsageError
 from ..models import parse_model_spec
-from ..sessions import MAX_CALL_ID, MAX_COMMAND_TEXT, approval_requests
+from ..sessions import MAX_CALL_ID, MAX_COMMAND_TEXT
 from ._jobs import Job, Jobs
 from ._trees import Trees
 
@@ -112,9 +112,9 @@ class Controls:
             if reason is not None:
                 options = (f"--reason={reason}",)
         target = await find_member(self._trees.store, root, name)
-        records = await self._trees.store.read(target.id, tenant=root.tenant)
-        requests = approval_requests(records[target.seed_length :])
-        request = pick_request(requests, call_id, name=name.strip("/") or name)
+        request = await stored_request(
+            self._trees.store, target, call_id, name=name.strip("/") or name
+        )
         return await self._jobs.start(
             kind, [root.id, name, request.call_id], options=options, root=root.id, name=name
         )

@@ -17,6 +17,7 @@ from .._approvals import approver_of, check_decision, decide_here
 from .._references import resolve_reference
 from .._scope import DELEGATION_TAG
 from .._wording import decided_text
+from ._subagent import calling_agent
 from ._transcript import AgentReference
 
 if TYPE_CHECKING:
@@ -55,12 +56,7 @@ def approve_request_tool(runtime: DelegationRuntime) -> ToolSpec:
     ) -> str:
         by = f"agent:{ctx.agent_name}"
         checked_reason, by = check_decision(call_id or None, by, reason or None)
-        caller = runtime.get_agent(ctx.agent_id)
-        if caller is None:
-            raise SubagentError(
-                f"{APPROVE_TOOL} requires a calling agent (no live agent {ctx.agent_id})",
-                code=ErrorCode.NO_CALLER,
-            )
+        caller = calling_agent(runtime.subagents, ctx, APPROVE_TOOL)
         target = await resolve_reference(runtime, caller, agent, action="nothing was decided")
         header = await runtime.read_header(target)
         if header.parent != caller.id:
