@@ -20,6 +20,7 @@ def no_blocking_calls_in_the_loop() -> Iterator[None]:
     with blockbuster_ctx("subagents") as buster:
         for function in buster.functions.values():
             function.can_block_in("openai/_base_client.py", "__init__")
+            function.can_block_in("anthropic/_base_client.py", "__init__")
             function.can_block_in("subagents/models/_scripted.py", "from_file")
         yield
 
@@ -28,8 +29,13 @@ def no_blocking_calls_in_the_loop() -> Iterator[None]:
 def isolated_subagents_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A developer's own `~/.subagents` (agent definitions, store) never leaks into a test."""
-    monkeypatch.setenv("SUBAGENTS_HOME", str(tmp_path_factory.getbasetemp() / "subagents-home"))
+    """A developer's own `~/.subagents` and `~/.claude` (agent definitions, settings, store)
+    never leak into a test."""
+    base = tmp_path_factory.getbasetemp()
+    monkeypatch.setenv("SUBAGENTS_HOME", str(base / "subagents-home"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(base / "claude-home"))
+    for variable in ("SUBAGENTS_MODEL", "SUBAGENTS_SANDBOX"):
+        monkeypatch.delenv(variable, raising=False)
 
 
 @pytest.fixture

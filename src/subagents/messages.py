@@ -134,15 +134,18 @@ Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
 class Usage(msgspec.Struct, frozen=True):
     """Token counts of model calls; `+` adds two of them.
 
-    As the OpenAI adapter reports them, `cache_read_tokens` are part of `input_tokens` (the
-    prompt tokens served from the provider's cache) and `reasoning_tokens` part of
-    `output_tokens`.
+    As the adapters report them, `cache_read_tokens` (the prompt tokens served from the
+    provider's cache) and `cache_write_tokens` (the prompt tokens written to it, which
+    Anthropic reports and bills apart) are part of `input_tokens`, and `reasoning_tokens` part
+    of `output_tokens`. `cache_write_tokens` came last, with a default, so usage recorded
+    before it still decodes.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -150,6 +153,7 @@ class Usage(msgspec.Struct, frozen=True):
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

@@ -1,7 +1,8 @@
-"""Models: the `Model` protocol, the scripted model and the OpenAI-compatible adapter.
+"""Models: the `Model` protocol, the scripted model, the OpenAI-compatible and Anthropic adapters.
 
-`OpenAICompatModel` is imported on first use: the `openai` SDK takes half a second to import
-and most commands (listing, logs, scripted runs) never need it.
+`OpenAICompatModel` and `AnthropicModel` are imported on first use: the SDKs take half a second
+to import and most commands (listing, logs, scripted runs) never need them, and the `anthropic`
+SDK is an optional extra.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ from ._scripted import (
 )
 
 __all__ = [
+    "AnthropicModel",
     "BlockAssembler",
     "Finish",
     "FinishReason",
@@ -54,6 +56,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from ._anthropic import AnthropicModel as AnthropicModel
     from ._openai import OpenAICompatModel as OpenAICompatModel
 
 
@@ -62,4 +65,8 @@ def __getattr__(name: str) -> Any:
         from ._openai import OpenAICompatModel
 
         return OpenAICompatModel
+    if name == "AnthropicModel":
+        from ._anthropic import AnthropicModel
+
+        return AnthropicModel
     raise AttributeError(f"module 'subagents.models' has no attribute {name!r}")

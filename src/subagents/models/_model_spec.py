@@ -1,6 +1,8 @@
 """Model specs and `open_model`, which builds the model a spec names.
 
-The forms: `scripted:PATH`, `openai:MODEL`, `deepseek:MODEL`, `openai-compatible:MODEL@BASE_URL`.
+The forms: `scripted:PATH`, `openai:MODEL`, `deepseek:MODEL`, `openai-compatible:MODEL@BASE_URL`,
+`anthropic:MODEL`. `anthropic` needs the optional SDK (`pip install 'subagents[anthropic]'`),
+its key in `ANTHROPIC_API_KEY` and, for a proxy, `ANTHROPIC_BASE_URL`.
 
 A spec holds no secret: it is recorded in the session so that `resume` can reuse it. API keys
 and base URLs from the environment are read only when the model is opened.
@@ -21,11 +23,16 @@ from ._base import Model
 
 __all__ = ["ModelSpec", "ModelSpecKind", "open_model", "parse_model_spec"]
 
-ModelSpecKind: TypeAlias = Literal["scripted", "openai", "deepseek", "openai-compatible"]
+ModelSpecKind: TypeAlias = Literal[
+    "scripted", "openai", "deepseek", "openai-compatible", "anthropic"
+]
 
-ACCEPTED_FORMS = "scripted:PATH, openai:MODEL, deepseek:MODEL, openai-compatible:MODEL@BASE_URL"
+ACCEPTED_FORMS = (
+    "scripted:PATH, openai:MODEL, deepseek:MODEL, openai-compatible:MODEL@BASE_URL, anthropic:MODEL"
+)
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 PLACEHOLDER_API_KEY = "not-needed"
 _COMPATIBLE = re.compile(r"(?P<model>.*?)@(?P<url>https?://.*)", re.IGNORECASE | re.DOTALL)
 
@@ -72,7 +79,7 @@ def parse_model_spec(spec: str) -> ModelSpec:
             if not rest:
                 raise _invalid(spec, "the script path is empty")
             return ModelSpec(kind="scripted", model=rest)
-        case "openai" | "deepseek" as named:
+        case "openai" | "deepseek" | "anthropic" as named:
             if not rest:
                 raise _invalid(spec, "the model name is empty")
             return ModelSpec(kind=named, model=rest)
@@ -123,7 +130,8 @@ def open_model(spec: str | ModelSpec, *, env: Mapping[str, str] | None = None) -
     """Build the model a spec names, reading keys and base URLs from `env` (`os.environ`).
 
     Raises `ConfigError`: `MODEL_SPEC_INVALID`, `MISSING_CREDENTIAL`, `CONFIG` for a bad base
-    URL in the environment, or the scripted model's codes for an unreadable or bad script.
+    URL in the environment or a missing optional SDK, or the scripted model's codes for an
+    unreadable or bad script.
     """
     parsed = parse_model_spec(spec) if isinstance(spec, str) else spec
     environ: Mapping[str, str] = os.environ if env is None else env
@@ -131,6 +139,8 @@ def open_model(spec: str | ModelSpec, *, env: Mapping[str, str] | None = None) -
         from ._scripted import ScriptedModel
 
         return ScriptedModel.from_file(parsed.model)
+    if parsed.kind == "anthropic":
+        return _open_anthropic(parsed, environ)
     from ._openai import OpenAICompatModel  # lazy: the openai SDK is slow to import
 
     match parsed.kind:
@@ -155,3 +165,24 @@ def open_model(spec: str | ModelSpec, *, env: Mapping[str, str] | None = None) -
                 api_key=_get(environ, "OPENAI_API_KEY") or PLACEHOLDER_API_KEY,
                 provider="openai-compatible",
             )
+
+
+def _open_anthropic(spec: ModelSpec, env: Mapping[str, str]) -> Model:
+    # The key and URL are checked first: they are wrong more often than the SDK is missing.
+    base_url = _base_url_from(env, "ANTHROPIC_BASE_URL", ANTHROPIC_BASE_URL)
+    api_key = _require_key(env, "ANTHROPIC_API_KEY", spec)
+    try:
+        from ._anthropic import AnthropicModel  # lazy: the SDK is an optional extra
+    except ImportError as exc:
+        if not (exc.name or "").startswith("anthropic"):
+            raise  # not the SDK's own absence: a bug to see as is
+        # A name missing from an installed SDK (`from anthropic import X`) means it is too old.
+        missing = isinstance(exc, ModuleNotFoundError) and exc.name == "anthropic"
+        state = "is not installed" if missing else "is too old"
+        raise ConfigError(
+            f"model {str(spec)!r} needs the anthropic SDK, which {state}; "
+            "pip install -U 'subagents[anthropic]'",
+            code=ErrorCode.CONFIG,
+            package="anthropic",
+        ) from exc
+    return AnthropicModel(spec.model, base_url=base_url, api_key=api_key)

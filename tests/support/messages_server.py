@@ -1,0 +1,349 @@
+"""An Anthropic Messages API server on loopback for testing the Anthropic adapter.
+
+The server plays a queue of scripted replies, one per HTTP request, and records every request
+it receives so that tests can assert on what the SDK sent. It speaks just enough of the
+protocol for `client.messages.create(stream=True)`: SSE streams of named events
+(`message_start`, `content_block_start`, `content_block_delta`, `content_block_stop`,
+`message_delta`, `message_stop`, `error`), and JSON error bodies with a status and headers.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Self
+
+__all__ = [
+    "NOW",
+    "ErrorReply",
+    "HangReply",
+    "MessagesServer",
+    "RecordedRequest",
+    "StreamReply",
+    "error_event",
+    "error_reply",
+    "message_delta",
+    "message_start",
+    "message_stop",
+    "redacted_thinking_block",
+    "reply",
+    "stream_reply",
+    "text_block",
+    "thinking_block",
+    "tool_use_block",
+]
+
+JsonObject = dict[str, Any]
+Event = tuple[str, JsonObject]
+"""One SSE event: its `event:` name and its JSON `data:`."""
+
+NOW: dict[str, str] = {"retry-after-ms": "1"}
+"""Headers that make the SDK retry after a millisecond: it honours a server's delay only when
+it is above zero (a `retry-after: 0` means its own backoff from 0.5 s)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReply:
+    """A 200 SSE response. `raw` replaces the encoded events verbatim (for malformed streams)."""
+
+    events: tuple[Event, ...] = ()
+    raw: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReply:
+    """A non-streaming error response with a JSON body."""
+
+    status: int
+    body: JsonObject
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HangReply:
+    """No answer at all until the server shuts down (for client timeouts)."""
+
+
+Reply = StreamReply | ErrorReply | HangReply
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: JsonObject = field(default_factory=dict[str, Any])
+
+
+def message_start(
+    input_tokens: int = 10, *, cache_read: int | None = None, cache_write: int | None = None
+) -> Event:
+    usage: JsonObject = {"input_tokens": input_tokens, "output_tokens": 1}
+    if cache_read is not None:
+        usage["cache_read_input_tokens"] = cache_read
+    if cache_write is not None:
+        usage["cache_creation_input_tokens"] = cache_write
+    message: JsonObject = {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    return ("message_start", {"type": "message_start", "message": message})
+
+
+def _start(index: int, block: JsonObject) -> Event:
+    return (
+        "content_block_start",
+        {"type": "content_block_start", "index": index, "content_block": block},
+    )
+
+
+def _delta(index: int, delta: JsonObject) -> Event:
+    return ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+
+
+def _stop(index: int) -> Event:
+    return ("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+def text_block(index: int, *pieces: str) -> list[Event]:
+    return [
+        _start(index, {"type": "text", "text": ""}),
+        *(_delta(index, {"type": "text_delta", "text": piece}) for piece in pieces),
+        _stop(index),
+    ]
+
+
+def thinking_block(index: int, *pieces: str, signature: str) -> list[Event]:
+    """A thinking block whose signature arrives in two `signature_delta`s."""
+    half = len(signature) // 2
+    return [
+        _start(index, {"type": "thinking", "thinking": "", "signature": ""}),
+        *(_delta(index, {"type": "thinking_delta", "thinking": piece}) for piece in pieces),
+        _delta(index, {"type": "signature_delta", "signature": signature[:half]}),
+        _delta(index, {"type": "signature_delta", "signature": signature[half:]}),
+        _stop(index),
+    ]
+
+
+def redacted_thinking_block(index: int, data: str) -> list[Event]:
+    return [_start(index, {"type": "redacted_thinking", "data": data}), _stop(index)]
+
+
+def tool_use_block(index: int, *, id: str, name: str, json_pieces: tuple[str, ...]) -> list[Event]:
+    return [
+        _start(index, {"type": "tool_use", "id": id, "name": name, "input": {}}),
+        *(_delta(index, {"type": "input_json_delta", "partial_json": p}) for p in json_pieces),
+        _stop(index),
+    ]
+
+
+def message_delta(
+    stop_reason: str | None,
+    output_tokens: int = 5,
+    *,
+    input_tokens: int | None = None,
+    cache_read: int | None = None,
+    cache_write: int | None = None,
+) -> Event:
+    usage: JsonObject = {"output_tokens": output_tokens}
+    if input_tokens is not None:
+        usage["input_tokens"] = input_tokens
+    if cache_read is not None:
+        usage["cache_read_input_tokens"] = cache_read
+    if cache_write is not None:
+        usage["cache_creation_input_tokens"] = cache_write
+    return (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+            "usage": usage,
+        },
+    )
+
+
+def message_stop() -> Event:
+    return ("message_stop", {"type": "message_stop"})
+
+
+def error_event(kind: str, message: str) -> Event:
+    return ("error", {"type": "error", "error": {"type": kind, "message": message}})
+
+
+def stream_reply(*events: Event | list[Event]) -> StreamReply:
+    """Events in order; a list (a block's events) is spliced in."""
+    flat: list[Event] = []
+    for item in events:
+        if isinstance(item, list):
+            flat.extend(item)
+        else:
+            flat.append(item)
+    return StreamReply(events=tuple(flat))
+
+
+def reply(
+    *blocks: list[Event], stop_reason: str = "end_turn", start: Event | None = None
+) -> StreamReply:
+    """A whole well-formed response: start, the blocks, the stop reason, stop."""
+    return stream_reply(
+        start or message_start(), *blocks, message_delta(stop_reason), message_stop()
+    )
+
+
+def error_reply(
+    status: int, kind: str, message: str, *, headers: dict[str, str] | None = None
+) -> ErrorReply:
+    """An Anthropic error body: `{"type": "error", "error": {"type": KIND, "message": ...}}`."""
+    body = {"type": "error", "error": {"type": kind, "message": message}}
+    return ErrorReply(status=status, body=body, headers=tuple((headers or {}).items()))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body: JsonObject = json.loads(raw) if raw else {}
+        recorded = RecordedRequest(
+            method="POST",
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+        )
+        server = self.server
+        assert isinstance(server, _Server)
+        reply = server.messages.take(recorded)
+        match reply:
+            case ErrorReply():
+                self._send_error(reply)
+            case StreamReply():
+                self._send_stream(reply)
+            case HangReply():
+                server.messages.released.wait()
+                self.close_connection = True
+
+    def _send_error(self, reply: ErrorReply) -> None:
+        payload = json.dumps(reply.body).encode()
+        self.send_response(reply.status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        for name, value in reply.headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _send_stream(self, reply: StreamReply) -> None:
+        if reply.raw is not None:
+            text = reply.raw
+        else:
+            text = "".join(
+                f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in reply.events
+            )
+        payload = text.encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, messages: MessagesServer) -> None:
+        self.messages = messages
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+class MessagesServer:
+    """A loopback Messages API server; use as a context manager.
+
+    `enqueue` scripts replies in order; `requests` lists what was received. A request that
+    finds the queue empty gets a 500 with `x-should-retry: false` naming the problem.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.released = threading.Event()
+        self._replies: deque[Reply] = deque()
+        self._requests: list[RecordedRequest] = []
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The API root, as `ANTHROPIC_BASE_URL` takes it (the SDK appends `/v1/messages`)."""
+        if self._server is None:
+            raise RuntimeError("messages server is not running; use it as a context manager")
+        port: int = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def bodies(self) -> list[JsonObject]:
+        return [request.body for request in self.requests]
+
+    def enqueue(self, *replies: Reply) -> None:
+        with self._lock:
+            self._replies.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._replies)
+
+    def take(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            self._requests.append(request)
+            if self._replies:
+                return self._replies.popleft()
+        return error_reply(
+            500,
+            "api_error",
+            f"messages server: no scripted reply left for request #{len(self._requests)}",
+            headers={"x-should-retry": "false"},
+        )
+
+    def __enter__(self) -> Self:
+        self._server = _Server(self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.01},  # how soon shutdown() is noticed
+            name="messages-server",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.released.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = None
+        self._thread = None
