@@ -22,6 +22,7 @@ from .core import (
 from .definitions import AgentDefinition as AgentDefinition
 from .delegation import (
     DelegationOptions as DelegationOptions,
+    McpOptions as McpOptions,
     SubagentEnded as SubagentEnded,
     SubagentStarted as SubagentStarted,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "EventRecord",
     "EventStore",
     "LiveEvent",
+    "McpOptions",
     "Message",
     "Model",
     "ModelError",

@@ -59,7 +59,8 @@ def test_agents_lists_definitions_and_warns_about_bad_files(
         "'<stream end>'; the file is skipped",
         f"subagents: warning: {unknown}:4: unknown key `foo`; the keys are: name, description, "
         "tools, disallowed_tools, model, context, max_depth, max_tokens, background, "
-        "output_schema, budget, approval, approval_timeout, approver; the file is skipped",
+        "output_schema, budget, approval, approval_timeout, approver, mcp_servers; the file is "
+        "skipped",
         f'subagents: warning: {shadow}:2: agent "reviewer" is also defined by the project file '
         f"{mine}, which takes precedence; the file is skipped",
     ]
@@ -80,7 +81,8 @@ def test_agents_with_nothing_defined(cli: Cli, tmp_path: Path, home: Path) -> No
     assert (done.returncode, json.loads(done.stdout), done.stderr) == (0, [], "")
     text = cli("agents")
     assert text.stdout.strip() == (
-        f"no agent definitions in {project(tmp_path)}, {home / 'agents'}"
+        f"no agent definitions in {project(tmp_path)}, {tmp_path / '.claude' / 'agents'}, "
+        f"{home / 'agents'}, {home / 'claude' / 'agents'}"
     )
     assert not (home / "state.db").exists()
 

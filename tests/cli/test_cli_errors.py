@@ -33,7 +33,7 @@ def test_missing_model_lists_the_choices(cli: Cli, home: Path) -> None:
 @pytest.mark.parametrize(
     ("spec", "needle"),
     [
-        ("gpt-4", "MODEL_SPEC_INVALID"),
+        ("gpt-4", "MODEL_ALIAS_UNKNOWN"),
         ("unknown:thing", "MODEL_SPEC_INVALID"),
         ("openai:", "MODEL_SPEC_INVALID"),
         ("openai-compatible:m@ftp://host", "MODEL_SPEC_INVALID"),

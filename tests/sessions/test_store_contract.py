@@ -34,6 +34,7 @@ from subagents.sessions._events import (
     AssistantMessageEvent,
     EventRecord,
     InboxSpliced,
+    McpScopeSet,
     ModelErrorEvent,
     RequestHeader,
     SandboxModeSet,
@@ -155,6 +156,13 @@ def one_of_each_kind() -> list[SessionEvent]:
         SubagentDescriptor(mode="continuable", provider="fork", label="Review", agent_model="m"),
         SubagentSettled(run_id="run-3", stop_reason="completed"),
         SandboxModeSet(mode="read-only", source="delegation"),
+        McpScopeSet(
+            servers=("github", "own"),
+            allow=("mcp__github__get_issue", "mcp__own"),
+            deny=("mcp__own__rm",),
+            inline={"own": {"command": "./server", "args": ["--x"]}},
+            source="delegation",
+        ),
         ApprovalPolicySet(tools=("bash", "mcp__*"), timeout=60.0, source="delegation"),
         ApprovalRequested(
             turn=1,

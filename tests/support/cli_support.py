@@ -20,17 +20,19 @@ def write_script(path: Path, text: str) -> str:
 def cli_runner(home: Path, cwd: Path) -> Cli:
     """`python -m subagents ...` in a real subprocess with SUBAGENTS_HOME=`home`, in `cwd`.
 
-    The environment is the test's without any `SUBAGENTS_*`, `OPENAI_*` or `DEEPSEEK_*`
-    variable, so a developer's own settings never reach a test.
+    The environment is the test's without any `SUBAGENTS_*`, `OPENAI_*`, `DEEPSEEK_*`,
+    `ANTHROPIC_*` or `CLAUDE_*` variable, and Claude Code's user folder is `home/claude`, so a
+    developer's own settings never reach a test.
     """
 
     def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         base = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("SUBAGENTS_", "OPENAI_", "DEEPSEEK_"))
+            if not k.startswith(("SUBAGENTS_", "OPENAI_", "DEEPSEEK_", "ANTHROPIC_", "CLAUDE_"))
         }
         base["SUBAGENTS_HOME"] = str(home)
+        base["CLAUDE_CONFIG_DIR"] = str(home / "claude")
         base.update(env or {})
         return subprocess.run(
             [sys.executable, "-m", "subagents", *args],

@@ -104,9 +104,10 @@ def environment(home: Path) -> dict[str, str]:
     base = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("SUBAGENTS_", "OPENAI_", "DEEPSEEK_"))
+        if not k.startswith(("SUBAGENTS_", "OPENAI_", "DEEPSEEK_", "ANTHROPIC_", "CLAUDE_"))
     }
     base["SUBAGENTS_HOME"] = str(home)
+    base["CLAUDE_CONFIG_DIR"] = str(home / "claude")
     return base
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from ..config import BUILTIN_ALIASES, Settings, resolve_model_name
 from ..definitions import (
     AgentDefinition,
     DefinitionProblem,
@@ -16,7 +18,6 @@ from ..definitions import (
     subagents_home,
 )
 from ..errors import SubagentsError
-from ..models import parse_model_spec
 from ._common import fail
 from ._render import dumps
 
@@ -24,7 +25,12 @@ __all__ = ["choose_definition", "definitions_for", "list_agents", "model_for"]
 
 
 def definitions_for(
-    cwd: str | Path | None, tenant: str, *, using: str | None = None, every_problem: bool = False
+    cwd: str | Path | None,
+    tenant: str,
+    *,
+    using: str | None = None,
+    every_problem: bool = False,
+    settings: Settings | None = None,
 ) -> dict[str, AgentDefinition]:
     """The tenant's definitions; problems are warning lines on stderr.
 
@@ -32,7 +38,10 @@ def definitions_for(
     shown, so a broken file nobody asked for does not warn on every run; `subagents agents`
     (`every_problem`) lists them all.
     """
-    found, problems = load_definitions(cwd or os.getcwd(), subagents_home(), tenant)
+    aliases = settings.alias_map if settings is not None else dict(BUILTIN_ALIASES)
+    found, problems = load_definitions(
+        cwd or os.getcwd(), subagents_home(), tenant, aliases=aliases
+    )
     for problem in problems:
         if every_problem or (using is not None and _concerns(problem, using, found)):
             typer.echo(f"subagents: warning: {problem}", err=True)
@@ -61,14 +70,16 @@ def choose_definition(
     return found
 
 
-def model_for(definition: AgentDefinition | None, model: str | None) -> str | None:
+def model_for(
+    definition: AgentDefinition | None, model: str | None, aliases: Mapping[str, str]
+) -> str | None:
     """`--model`, else the definition's model; a definition never silently loses its model."""
     if definition is None or definition.model == "inherit":
         return model
     if model is None:
         return definition.model
     try:
-        given = str(parse_model_spec(model))
+        given = resolve_model_name(model, aliases)
     except SubagentsError:  # an invalid --model is reported by resolve_model
         return model
     if given != definition.model:
@@ -79,9 +90,9 @@ def model_for(definition: AgentDefinition | None, model: str | None) -> str | No
     return model
 
 
-def list_agents(cwd: Path | None, tenant: str, *, as_json: bool) -> None:
+def list_agents(cwd: Path | None, tenant: str, *, as_json: bool, settings: Settings) -> None:
     """Print the definitions (problems go to stderr as warnings)."""
-    definitions = definitions_for(cwd, tenant, every_problem=True)
+    definitions = definitions_for(cwd, tenant, every_problem=True, settings=settings)
     rows: list[dict[str, Any]] = [
         {"name": d.name, "description": d.description, "source": d.source, "tier": d.tier}
         for d in definitions.values()
@@ -94,8 +105,9 @@ def list_agents(cwd: Path | None, tenant: str, *, as_json: bool) -> None:
         typer.echo("no agent definitions in " + ", ".join(str(d) for _, d in dirs))
         return
     width = max(len(r["name"]) for r in rows)
-    lines = [f"{'NAME':{width}}  {'TIER':7}  DESCRIPTION"]
+    tiers = max(7, *(len(r["tier"]) for r in rows))
+    lines = [f"{'NAME':{width}}  {'TIER':{tiers}}  DESCRIPTION"]
     for row in rows:
-        lines.append(f"{row['name']:{width}}  {row['tier']:7}  {row['description']}")
-        lines.append(f"{'':{width}}  {'':7}  {row['source']}")
+        lines.append(f"{row['name']:{width}}  {row['tier']:{tiers}}  {row['description']}")
+        lines.append(f"{'':{width}}  {'':{tiers}}  {row['source']}")
     typer.echo("\n".join(lines))

@@ -41,6 +41,7 @@ from ._common import (
 )
 from ._demo import TOOLS as DEMO_TOOLS, demo_dir
 from ._live import LiveTree
+from ._mcp import mcp_app, mcp_options
 from ._options import (
     ApproveOpt,
     BudgetCallsOpt,
@@ -56,6 +57,7 @@ from ._options import (
 )
 from ._render import dumps, render_log, render_sessions, render_tree, result_json
 from ._runtime import runtime_for
+from ._settings import config, settings_for
 from ._stream import StreamPrinter
 from ._watch import DEFAULT_INTERVAL, watch
 from ._web import web
@@ -140,6 +142,11 @@ async def _tree_rows(runtime: Runtime, root: SessionId) -> list[dict[str, Any]]:
     return tree_json(await runtime.tree(root))
 
 
+def _flag_or(flag: int | None, configured: int | None) -> int | None:
+    """A flag's value, else the settings' (flags win over settings files)."""
+    return configured if flag is None else flag
+
+
 def _exit_for(result: RunResult) -> None:
     raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
 
@@ -159,7 +166,7 @@ def run(
         str | None,
         typer.Option("--agent", help="Run this agent definition as the lead (see `agents`)."),
     ] = None,
-    sandbox: SandboxOpt = "workspace-write",
+    sandbox: SandboxOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_model_calls: BudgetCallsOpt = None,
     budget_children: BudgetChildrenOpt = None,
@@ -182,12 +189,22 @@ def run(
         fail("a prompt is required, for example: subagents run 'review app.py' --model ...")
     if cwd is not None and not check_path(cwd, "--cwd").is_dir():
         fail(f"--cwd {cwd} is not a directory")
-    if sandbox not in SANDBOX_MODES:
+    if sandbox is not None and sandbox not in SANDBOX_MODES:
         fail(f"--sandbox {sandbox!r} is not a mode; use one of {', '.join(SANDBOX_MODES)}")
-    definitions = definitions_for(cwd, tenant, using=agent)
+    settings = settings_for(cwd, tenant).override("sandbox", sandbox, "--sandbox")
+    definitions = definitions_for(cwd, tenant, using=agent, settings=settings)
     definition = None if agent is None else choose_definition(definitions, agent, tenant=tenant)
-    chosen, spec = resolve_model(model_for(definition, model))
+    chosen, spec = resolve_model(
+        model_for(definition, model, settings.alias_map), settings=settings
+    )
     text = prompt
+    budget = Budget(
+        tokens=_flag_or(budget_tokens, settings.int_of("budget", "tokens")),
+        model_calls=_flag_or(budget_model_calls, settings.int_of("budget", "model_calls")),
+        children=_flag_or(budget_children, settings.int_of("budget", "children")),
+    )
+    cap = _flag_or(max_tokens, None if settings.max_tokens is None else settings.max_tokens.value)
+    mcp = mcp_options(settings)
 
     async def main() -> tuple[RunResult, list[dict[str, Any]]]:
         async with runtime_for(
@@ -197,12 +214,12 @@ def run(
             model=chosen,
             model_spec=spec,
             definitions=definitions,
-            sandbox=parse_mode(sandbox),
-            budget=Budget(
-                tokens=budget_tokens, model_calls=budget_model_calls, children=budget_children
-            ),
-            max_tokens=max_tokens,
+            sandbox=parse_mode(settings.sandbox_mode),
+            budget=budget,
+            max_tokens=cap,
             approval=approve,
+            settings=settings,
+            mcp=mcp,
         ) as runtime:
             lead = None if definition is None else await runtime.create_agent_from(definition)
             printer = StreamPrinter(runtime, enabled=stream)
@@ -292,8 +309,10 @@ def _on_stored_tree(
         fail("give --stream or --json, not both")
     require_existing_store(store)
     header = run_async(lambda: _header(store, tenant, session))
-    chosen, spec = resolve_model(model, recorded=header.model_spec)
-    definitions = definitions_for(header.cwd, tenant)
+    settings = settings_for(header.cwd, tenant)
+    chosen, spec = resolve_model(model, recorded=header.model_spec, settings=settings)
+    definitions = definitions_for(header.cwd, tenant, settings=settings)
+    mcp = mcp_options(settings)
 
     async def main() -> tuple[RunResult, list[dict[str, Any]]]:
         async with runtime_for(
@@ -304,6 +323,8 @@ def _on_stored_tree(
             model_spec=spec,
             definitions=definitions,
             max_tokens=max_tokens,
+            settings=settings,
+            mcp=mcp,
         ) as runtime:
             printer = StreamPrinter(runtime, enabled=stream)
             with LiveTree(runtime, enabled=is_terminal()), printer, ApprovalNotices(runtime):
@@ -374,8 +395,10 @@ def steer(
         fail("the message must not be empty")
     require_existing_store(store)
     header = run_async(lambda: _header(store, tenant, session))
-    chosen, spec = resolve_model(model, recorded=header.model_spec)
-    definitions = definitions_for(header.cwd, tenant)
+    settings = settings_for(header.cwd, tenant)
+    chosen, spec = resolve_model(model, recorded=header.model_spec, settings=settings)
+    definitions = definitions_for(header.cwd, tenant, settings=settings)
+    mcp = mcp_options(settings)
 
     async def main() -> tuple[SessionId, Placement]:
         async with runtime_for(
@@ -385,6 +408,8 @@ def steer(
             model=chosen,
             model_spec=spec,
             definitions=definitions,
+            settings=settings,
+            mcp=mcp,
         ) as runtime:
             with LiveTree(runtime, enabled=is_terminal()):
                 placement = await runtime.steer(header.id, name, message)
@@ -462,7 +487,7 @@ def agents(
     check_tenant(tenant)
     if cwd is not None:
         check_path(cwd, "--cwd")
-    list_agents(cwd, tenant, as_json=as_json)
+    list_agents(cwd, tenant, as_json=as_json, settings=settings_for(cwd, tenant))
 
 
 @app.command()
@@ -560,6 +585,8 @@ def log(
 
 app.command(cls=SessionCommand)(watch)
 app.command()(web)
+app.command()(config)
+app.add_typer(mcp_app)
 app.command()(approvals)
 app.command(cls=SessionCommand)(approve)
 app.command(cls=SessionCommand)(deny)

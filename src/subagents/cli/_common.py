@@ -14,6 +14,7 @@ from typing import Any, NoReturn, TypeVar
 
 import typer
 
+from ..config import BUILTIN_ALIASES, Settings, resolve_model_name
 from ..core import default_store_path
 from ..errors import ErrorCode, NotFoundError, StoreError, SubagentsError, UsageError
 from ..ids import SessionId, check_tenant_id
@@ -53,8 +54,9 @@ _USAGE_STORE_CODES = frozenset(
 )
 
 MODEL_CHOICES = (
-    "pass --model or set SUBAGENTS_MODEL to one of: scripted:PATH, openai:MODEL, "
-    "deepseek:MODEL, openai-compatible:MODEL@BASE_URL"
+    "pass --model, set SUBAGENTS_MODEL or `model` in config.toml to an alias or one of: "
+    "scripted:PATH, openai:MODEL, deepseek:MODEL, openai-compatible:MODEL@BASE_URL, "
+    "anthropic:MODEL"
 )
 
 
@@ -99,12 +101,20 @@ def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
         raise typer.Exit(130) from None
 
 
-def resolve_model(spec: str | None, *, recorded: str | None = None) -> tuple[Model, str]:
-    """The model of `--model`, else the session's recorded one, else `$SUBAGENTS_MODEL`."""
-    chosen = spec or recorded or os.environ.get("SUBAGENTS_MODEL")
-    if not chosen:
-        fail(f"no model given: {MODEL_CHOICES}")
+def resolve_model(
+    spec: str | None, *, recorded: str | None = None, settings: Settings | None = None
+) -> tuple[Model, str]:
+    """The model to run, opened.
+
+    `--model` (a spec or an alias), else the session's recorded one, else the settings'
+    default (`$SUBAGENTS_MODEL`, then the settings files).
+    """
+    aliases = settings.alias_map if settings is not None else dict(BUILTIN_ALIASES)
+    default = settings.model.value if settings is not None and settings.model else None
     try:
+        chosen = resolve_model_name(spec, aliases) if spec else recorded or default
+        if not chosen:
+            fail(f"no model given: {MODEL_CHOICES}")
         parsed = parse_model_spec(chosen)
         if parsed.kind == "scripted":
             # Recorded absolute, so that `resume` and `send` from another directory find it.

@@ -51,11 +51,12 @@ StreamOpt = Annotated[
     ),
 ]
 SandboxOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--sandbox",
-        help="File policy of the lead and its tree: read-only, workspace-write or "
-        "danger-full-access (kept across resume; children inherit it).",
+        help="File policy of the lead and its tree: read-only, workspace-write (the default) "
+        "or danger-full-access (kept across resume; children inherit it; default: "
+        "$SUBAGENTS_SANDBOX, else `sandbox` in config.toml).",
     ),
 ]
 MaxTokensOpt = Annotated[
@@ -80,8 +81,9 @@ ModelOpt = Annotated[
     str | None,
     typer.Option(
         "--model",
-        help="scripted:PATH, openai:MODEL, deepseek:MODEL or openai-compatible:MODEL@BASE_URL "
-        "(default: $SUBAGENTS_MODEL).",
+        help="A model alias (`sonnet`, or one of config.toml's [aliases]) or a spec: "
+        "scripted:PATH, openai:MODEL, deepseek:MODEL, openai-compatible:MODEL@BASE_URL or "
+        "anthropic:MODEL (default: $SUBAGENTS_MODEL, else `model` in config.toml).",
     ),
 ]
 

@@ -158,6 +158,9 @@ class Agent:
         self._wake = False
         self._disposed = False
         self._disposers: list[Callable[[], Awaitable[None]]] = []
+        self.before_call: Callable[[Agent], Awaitable[None]] | None = None
+        """Awaited before each of this agent's model calls, after `prepare`: what it is
+        offered may need work first (an MCP server starting on first use)."""
         self.prepare: Callable[[Agent], None] | None = None
         """Called once, before this agent's first model call here: when everything that
         binds it (its profile, budget, tools) is done, the runtime settles what it is told

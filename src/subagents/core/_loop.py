@@ -128,6 +128,8 @@ async def _run_steps(agent: Agent, turn: _Turn, waiting: WaitingStep | None) -> 
         record(StepStart(turn=turn.number, step=turn.step))
         turn.step_open = True
         agent.prepared()
+        if agent.before_call is not None:  # before the context: it may change what is told
+            await agent.before_call(agent)
         _enter_context(agent, turn.number)
         for message in batch:
             record(UserMessageEvent(message=message, turn=turn.number))

@@ -7,6 +7,8 @@ error the key's line. Checks never raise: they record a problem and return a neu
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -14,10 +16,10 @@ import yaml
 from jsonschema import Draft202012Validator, SchemaError
 
 from .._yaml import MAX_NESTING as _YAML_NESTING, BoundedLoader, YamlLimitError
+from ..config import BUILTIN_ALIASES, resolve_model_name
 from ..core import ApprovalPolicy
 from ..errors import SubagentsError
 from ..messages import JsonObject
-from ..models import parse_model_spec
 
 __all__ = [
     "BUDGET_KEYS",
@@ -43,8 +45,9 @@ KEYS = (
     "approval",
     "approval_timeout",
     "approver",
+    "mcp_servers",
 )
-ALIASES = {"disallowedTools": "disallowed_tools"}
+ALIASES = {"disallowedTools": "disallowed_tools", "mcpServers": "mcp_servers"}
 """Claude Code spellings of keys we do use (a deny list is never ignored)."""
 CLAUDE_KEYS = frozenset(
     {
@@ -52,7 +55,6 @@ CLAUDE_KEYS = frozenset(
         "permissionMode",
         "maxTurns",
         "skills",
-        "mcpServers",
         "hooks",
         "memory",
         "isolation",
@@ -136,7 +138,8 @@ class Frontmatter:
         line, value = found
         items: list[Any]
         if isinstance(value, str):
-            items = [part for part in value.split(",") if part.strip()]
+            # A comma inside parentheses belongs to a Claude Code rule: `Agent(worker, tester)`.
+            items = [part for part in re.split(r",(?![^(]*\))", value) if part.strip()]
         elif isinstance(value, list):
             items = list(cast("list[Any]", value))
         else:
@@ -151,21 +154,67 @@ class Frontmatter:
                 names.append(item.strip())
         return tuple(names)
 
-    def model(self) -> str:
+    def model(self, aliases: Mapping[str, str] = BUILTIN_ALIASES, *, claude: bool = False) -> str:
+        """`inherit`, or the canonical spec a model spec or alias names.
+
+        A Claude Code file may also give a full model id (`claude-sonnet-4-5`): an Anthropic
+        model.
+        """
         found = self._get("model")
         if found is None or found[1] is None:
             return "inherit"
         line, value = found
         if not isinstance(value, str):
-            self.error(line, f"`model` must be `inherit` or a model spec, got {_shown(value)}")
+            self.error(
+                line, f"`model` must be `inherit`, an alias or a model spec, got {_shown(value)}"
+            )
             return "inherit"
-        if value.strip() == "inherit":
+        name = value.strip()
+        if name == "inherit":
             return "inherit"
+        if claude and name.startswith("claude-") and name not in aliases:
+            name = f"anthropic:{name}"
         try:
-            return str(parse_model_spec(value))
+            return resolve_model_name(name, aliases)
         except SubagentsError as exc:
-            self.error(line, f"`model`: {exc.message}, or `inherit`")
+            self.error(line, f"`model`: {exc.message}, or `inherit` [{exc.code}]")
             return "inherit"
+
+    def mcp_servers(self) -> tuple[tuple[str, ...] | None, dict[str, Any]]:
+        """`mcp_servers` (Claude Code's `mcpServers`): configured names and inline servers.
+
+        A list whose items are server names or one-key mappings `{name: {command: ...}}`, or
+        one mapping of names to servers. None when the key is absent: the servers of the agent
+        that starts it. Inline servers are checked where they are started (the `mcp` package).
+        """
+        found = self._get("mcp_servers")
+        if found is None or found[1] is None:
+            return None, {}
+        line, value = found
+        items: list[Any]
+        if isinstance(value, dict):
+            items = [{k: v} for k, v in cast("dict[Any, Any]", value).items()]
+        elif isinstance(value, list):
+            items = list(cast("list[Any]", value))
+        else:
+            self.error(line, "`mcp_servers` must be a list of server names or inline servers")
+            return None, {}
+        names: list[str] = []
+        inline: dict[str, Any] = {}
+        for item in items:
+            if isinstance(item, str) and item.strip():
+                names.append(item.strip())
+            elif isinstance(item, dict) and len(cast("dict[Any, Any]", item)) == 1:
+                ((name, server),) = cast("dict[Any, Any]", item).items()
+                if not isinstance(name, str) or not isinstance(server, dict):
+                    self.error(line, "an inline MCP server is `{name: {command: ...}}`")
+                    continue
+                inline[name] = server
+                names.append(name)
+            else:
+                shown = _shown(cast("object", item))
+                self.error(line, f"`mcp_servers` items are names or inline servers, got {shown}")
+        return tuple(dict.fromkeys(names)), inline
 
     def choice(self, key: str, choices: tuple[str, ...]) -> str | None:
         found = self._get(key)
@@ -254,8 +303,12 @@ class Frontmatter:
         return limits
 
 
-def read_frontmatter(text: str, *, path: str) -> Frontmatter:
-    """Split a definition file into its keys and body; unknown keys are recorded as errors."""
+def read_frontmatter(text: str, *, path: str, claude: bool = False) -> Frontmatter:
+    """Split a definition file into its keys and body.
+
+    Unknown keys are errors, except in a Claude Code file (`claude`), whose format grows keys
+    this runtime cannot know: there they are warnings.
+    """
     found = Frontmatter(path)
     lines = text.removeprefix("\ufeff").splitlines()
     if not lines or lines[0].rstrip() != "---":
@@ -269,7 +322,7 @@ def read_frontmatter(text: str, *, path: str) -> Frontmatter:
     if close is None:
         found.error(1, "the frontmatter opened on line 1 is never closed with a '---' line")
         return found
-    found.values = _keys("\n".join(lines[1:close]), found)
+    found.values = _keys("\n".join(lines[1:close]), found, claude=claude)
     found.body = "\n".join(lines[close + 1 :]).strip()
     if found.values is not None and not found.body:
         found.error(
@@ -278,7 +331,7 @@ def read_frontmatter(text: str, *, path: str) -> Frontmatter:
     return found
 
 
-def _keys(text: str, found: Frontmatter) -> dict[str, tuple[int, Any]] | None:
+def _keys(text: str, found: Frontmatter, *, claude: bool) -> dict[str, tuple[int, Any]] | None:
     """The frontmatter's keys with their line (the file's, so +1 for the opening fence).
 
     `BoundedLoader` refuses deep nesting, alias bombs and unstorable text while composing,
@@ -301,12 +354,8 @@ def _keys(text: str, found: Frontmatter) -> dict[str, tuple[int, Any]] | None:
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 2
             key = str(key_node.value)
-            if key in CLAUDE_KEYS:
-                found.warn(line, f"ignored Claude Code key `{key}`: subagents does not use it")
-                continue
-            canonical = ALIASES.get(key, key)
-            if canonical not in KEYS:
-                found.error(line, f"unknown key `{key}`; the keys are: {', '.join(KEYS)}")
+            canonical = _known_key(key, line, found, claude=claude)
+            if canonical is None:
                 continue
             if canonical in values:
                 first = values[canonical][0]
@@ -329,6 +378,21 @@ def _keys(text: str, found: Frontmatter) -> dict[str, tuple[int, Any]] | None:
         return None
     finally:
         loader.dispose()
+
+
+def _known_key(key: str, line: int, found: Frontmatter, *, claude: bool) -> str | None:
+    """The key's canonical name, or None (with a warning or an error) when it is not used."""
+    if key in CLAUDE_KEYS:
+        found.warn(line, f"ignored Claude Code key `{key}`: subagents does not use it")
+        return None
+    canonical = ALIASES.get(key, key)
+    if canonical in KEYS:
+        return canonical
+    if claude:
+        found.warn(line, f"ignored unknown key `{key}`")
+    else:
+        found.error(line, f"unknown key `{key}`; the keys are: {', '.join(KEYS)}")
+    return None
 
 
 def _line_of(error: yaml.MarkedYAMLError) -> int:

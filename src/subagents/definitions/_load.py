@@ -10,11 +10,15 @@ max_depth: 0
 You review code. ...
 ```
 
-Tiers: tenant `default` reads the project tier `<cwd>/.subagents/agents/*.md`
-and the user tier `$SUBAGENTS_HOME/agents/*.md`, the project file winning a name clash. Any
-other tenant reads only `$SUBAGENTS_HOME/tenants/<tenant>/agents/*.md`: the project and user
-tiers belong to tenant `default`, and a tenant never sees another tenant's files (fail closed).
-A caller may instead name one folder of definition files (`load_definitions_folder`).
+Tiers: tenant `default` reads, highest precedence first, the project tier
+`<cwd>/.subagents/agents/*.md`, Claude Code's project files `<cwd>/.claude/agents/*.md`, the
+user tier `$SUBAGENTS_HOME/agents/*.md` and Claude Code's user files
+`$CLAUDE_CONFIG_DIR/agents/*.md` (default `~/.claude/agents`): a project's file wins over a
+user's, and at one level ours win over Claude Code's. Claude Code files are read as they are
+(its tool and model names mapped, `_claude.py`). Any other tenant reads only
+`$SUBAGENTS_HOME/tenants/<tenant>/agents/*.md`: the other tiers belong to tenant `default`,
+and a tenant never sees another tenant's files (fail closed). A caller may instead name one
+folder of definition files (`load_definitions_folder`).
 
 A file that cannot be used is reported as a `DefinitionProblem` (its path and line) and
 skipped; loading never raises for a bad file and never drops one silently. Claude Code keys
@@ -24,18 +28,21 @@ this runtime does not use are ignored with a warning; any other unknown key is a
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
+from ..config import BUILTIN_ALIASES
 from ..core import ApprovalPolicy, Budget
 from ..errors import ConfigError
 from ..ids import check_tenant_id
 from ..messages import JsonObject
 from ..names import name_error
+from ._claude import map_tools
 from ._frontmatter import BUDGET_KEYS, DefinitionProblem, Frontmatter, read_frontmatter
 
 __all__ = [
@@ -44,6 +51,7 @@ __all__ = [
     "Tier",
     "aload_definitions",
     "check_definitions_folder",
+    "claude_home",
     "definition_dirs",
     "load_definitions",
     "load_definitions_folder",
@@ -51,7 +59,7 @@ __all__ = [
     "subagents_home",
 ]
 
-Tier: TypeAlias = Literal["project", "user", "tenant", "folder"]
+Tier: TypeAlias = Literal["project", "claude-project", "user", "claude-user", "tenant", "folder"]
 """Where a definition was read: a tenant's tiers, or a folder the caller named."""
 
 MAX_DEFINITION_BYTES = 1024 * 1024
@@ -89,6 +97,11 @@ class AgentDefinition:
     approver: Literal["person", "parent"] = "person"
     """Who may decide those calls besides a person: `parent` gives the agent that starts it
     an `approve_request` tool for its requests."""
+    mcp_servers: tuple[str, ...] | None = None
+    """The MCP servers agents started from it may use (None: those of the agent that starts
+    it); names of configured servers or of `mcp_inline` ones."""
+    mcp_inline: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    """Servers the definition itself configures, as written (checked when started)."""
     source: str = ""
     """The file it was read from."""
     line: int = 1
@@ -100,10 +113,18 @@ class AgentDefinition:
 
 
 def parse_definition(
-    text: str, *, source: str, tier: Tier = "project"
+    text: str,
+    *,
+    source: str,
+    tier: Tier = "project",
+    aliases: Mapping[str, str] = BUILTIN_ALIASES,
 ) -> tuple[AgentDefinition | None, list[DefinitionProblem]]:
-    """Parse one file's text: the definition (None when unusable) and its problems."""
-    found = read_frontmatter(text, path=source)
+    """Parse one file's text: the definition (None when unusable) and its problems.
+
+    `aliases` resolve a model alias (`model: sonnet`) to its spec.
+    """
+    claude = tier in ("claude-project", "claude-user")
+    found = read_frontmatter(text, path=source, claude=claude)
     if found.values is None:
         return None, found.problems()
     name = found.text("name", required=True)
@@ -116,13 +137,14 @@ def parse_definition(
     )
     background = found.flag("background")
     limits = found.limits("budget", BUDGET_KEYS)
+    mcp_names, mcp_inline = found.mcp_servers()
     definition = AgentDefinition(
         name=name or "",
         description=description or "",
         body=found.body,
-        tools=_allow_list(found),
-        disallowed_tools=found.tool_list("disallowed_tools"),
-        model=found.model(),
+        tools=_allow_list(found, claude=claude),
+        disallowed_tools=_mapped(found, "disallowed_tools", deny=True, claude=claude),
+        model=found.model(aliases, claude=claude),
         context=boundary,
         max_depth=found.integer("max_depth", minimum=0),
         max_tokens=found.integer("max_tokens", minimum=1),
@@ -133,6 +155,8 @@ def parse_definition(
         approver="parent"
         if found.choice("approver", ("person", "parent")) == "parent"
         else "person",
+        mcp_servers=mcp_names,
+        mcp_inline=mcp_inline,
         source=source,
         line=found.line_of("name"),
         tier=tier,
@@ -142,12 +166,20 @@ def parse_definition(
     return definition, found.problems()
 
 
-def _allow_list(found: Frontmatter) -> tuple[str, ...] | None:
+def _allow_list(found: Frontmatter, *, claude: bool) -> tuple[str, ...] | None:
     """The `tools` key: None when absent or left blank (every tool), else its names."""
     given = None if found.values is None else found.values.get("tools")
     if given is None or given[1] is None:
         return None
-    return found.tool_list("tools")
+    return _mapped(found, "tools", deny=False, claude=claude)
+
+
+def _mapped(found: Frontmatter, key: str, *, deny: bool, claude: bool) -> tuple[str, ...]:
+    """A tool list in our names (Claude Code's mapped), warning about what changed."""
+    mapping = map_tools(found.tool_list(key), deny=deny, claude_file=claude)
+    for warning in mapping.warnings:
+        found.warn(found.line_of(key), f"`{key}`: {warning}")
+    return mapping.names
 
 
 # -- tiers ------------------------------------------------------------------------------------
@@ -159,12 +191,22 @@ def subagents_home(environ: Mapping[str, str] | None = None) -> Path:
     return Path(env.get("SUBAGENTS_HOME") or Path.home() / ".subagents")
 
 
-def definition_dirs(cwd: str | Path, home: str | Path, tenant: str) -> list[tuple[Tier, Path]]:
-    """The directories a tenant reads, highest precedence first."""
+def claude_home(environ: Mapping[str, str] | None = None) -> Path:
+    """Claude Code's user folder: `$CLAUDE_CONFIG_DIR`, else `~/.claude`."""
+    env = os.environ if environ is None else environ
+    return Path(env.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+
+
+def definition_dirs(
+    cwd: str | Path, home: str | Path, tenant: str, *, claude: str | Path | None = None
+) -> list[tuple[Tier, Path]]:
+    """The directories a tenant reads, highest precedence first (`claude`: `claude_home()`)."""
     if tenant == "default":
         return [
             ("project", Path(cwd) / ".subagents" / "agents"),
+            ("claude-project", Path(cwd) / ".claude" / "agents"),
             ("user", Path(home) / "agents"),
+            ("claude-user", Path(claude if claude is not None else claude_home()) / "agents"),
         ]
     return [("tenant", Path(home) / "tenants" / tenant / "agents")]
 
@@ -178,11 +220,17 @@ def _unsafe_tenant(tenant: str) -> bool:
 
 
 def load_definitions(
-    cwd: str | Path, home: str | Path, tenant: str
+    cwd: str | Path,
+    home: str | Path,
+    tenant: str,
+    *,
+    aliases: Mapping[str, str] = BUILTIN_ALIASES,
+    claude: str | Path | None = None,
 ) -> tuple[dict[str, AgentDefinition], list[DefinitionProblem]]:
     """Read a tenant's definitions (blocking: from async code use `aload_definitions`).
 
     Returns the definitions by name (sorted) and every problem found, in reading order.
+    `aliases` resolve model aliases; `claude` is Claude Code's user folder (`claude_home()`).
     """
     if _unsafe_tenant(tenant):
         where = str(Path(home) / "tenants")
@@ -196,8 +244,8 @@ def load_definitions(
         ]
     chosen: dict[str, AgentDefinition] = {}
     problems: list[DefinitionProblem] = []
-    for tier, directory in definition_dirs(cwd, home, tenant):
-        for definition in _read_tier(tier, directory, problems):
+    for tier, directory in definition_dirs(cwd, home, tenant, claude=claude):
+        for definition in _read_tier(tier, directory, problems, aliases):
             earlier = chosen.get(definition.name)
             if earlier is None:
                 chosen[definition.name] = definition
@@ -214,10 +262,16 @@ def load_definitions(
 
 
 async def aload_definitions(
-    cwd: str | Path, home: str | Path, tenant: str
+    cwd: str | Path,
+    home: str | Path,
+    tenant: str,
+    *,
+    aliases: Mapping[str, str] = BUILTIN_ALIASES,
 ) -> tuple[dict[str, AgentDefinition], list[DefinitionProblem]]:
     """`load_definitions` off the event loop."""
-    return await asyncio.to_thread(load_definitions, cwd, home, tenant)
+    return await asyncio.to_thread(
+        functools.partial(load_definitions, cwd, home, tenant, aliases=aliases)
+    )
 
 
 def check_definitions_folder(directory: str | os.PathLike[str]) -> Path:
@@ -236,7 +290,7 @@ def check_definitions_folder(directory: str | os.PathLike[str]) -> Path:
 
 
 def load_definitions_folder(
-    directory: str | os.PathLike[str],
+    directory: str | os.PathLike[str], *, aliases: Mapping[str, str] = BUILTIN_ALIASES
 ) -> tuple[dict[str, AgentDefinition], list[DefinitionProblem]]:
     """Read the `*.md` definition files of one folder (blocking), by name, with the problems.
 
@@ -250,12 +304,12 @@ def load_definitions_folder(
             DefinitionProblem(str(path), None, "the definitions folder is gone", skipped=False)
         )
         return {}, problems
-    found = _read_tier("folder", path, problems)
+    found = _read_tier("folder", path, problems, aliases)
     return dict(sorted((d.name, d) for d in found)), problems
 
 
 def _read_tier(
-    tier: Tier, directory: Path, problems: list[DefinitionProblem]
+    tier: Tier, directory: Path, problems: list[DefinitionProblem], aliases: Mapping[str, str]
 ) -> list[AgentDefinition]:
     if not directory.exists():
         return []
@@ -273,7 +327,9 @@ def _read_tier(
         text = _read_definition_file(path, problems)
         if text is None:
             continue
-        definition, found_problems = parse_definition(text, source=str(path), tier=tier)
+        definition, found_problems = parse_definition(
+            text, source=str(path), tier=tier, aliases=aliases
+        )
         problems.extend(found_problems)
         if definition is None:
             continue

@@ -16,6 +16,8 @@ from ._commands import (
     CommandDesk as CommandDesk,
     Placement as Placement,
 )
+from ._mcp import McpOptions as McpOptions, McpScope as McpScope
+from ._options import DelegationOptions as DelegationOptions, RuntimeOptions as RuntimeOptions
 from ._providers import (
     Capability as Capability,
     InProcessChild as InProcessChild,
@@ -27,11 +29,7 @@ from ._providers import (
     ToolFilter as ToolFilter,
 )
 from ._results import SubagentResult as SubagentResult
-from ._runtime import (
-    DelegationOptions as DelegationOptions,
-    DelegationRuntime as DelegationRuntime,
-    RuntimeOptions as RuntimeOptions,
-)
+from ._runtime import DelegationRuntime as DelegationRuntime
 from ._scope import (
     DELEGATION_TAG as DELEGATION_TAG,
     AgentProfile as AgentProfile,
@@ -75,6 +73,8 @@ __all__ = [
     "DelegationRuntime",
     "InProcessChild",
     "InProcessProvider",
+    "McpOptions",
+    "McpScope",
     "MemberRow",
     "PendingApproval",
     "Placement",

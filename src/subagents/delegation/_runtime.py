@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Required, Self, TypedDict, cast
+from typing import Any, Self, cast
 
 from .._clock import Clock
 from ..core import (
@@ -18,9 +17,7 @@ from ..core import (
     AgentConfig,
     AgentRuntime,
     ApprovalPolicy,
-    Budget,
     RunResult,
-    check_max_tokens,
     lease_alive,
     run_result,
 )
@@ -33,7 +30,6 @@ from ..definitions import (
     subagents_home,
 )
 from ..errors import (
-    ConfigError,
     ErrorCode,
     LeaseHeld,
     NotFoundError,
@@ -77,7 +73,9 @@ from ._commands import (
     wait_for_answer,
 )
 from ._continuable import ContinuableManager
+from ._mcp import McpOptions, McpTools
 from ._modes import SandboxModes, store_files
+from ._options import DelegationOptions
 from ._providers import InProcessProvider, ToolFilter
 from ._recovery import TreeRecovery
 from ._scope import (
@@ -112,86 +110,9 @@ from .tools import (
     team_tools,
 )
 
-__all__ = ["DelegationOptions", "DelegationRuntime", "RuntimeOptions"]
+__all__ = ["DelegationRuntime"]
 
 log = logging.getLogger("subagents.definitions")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DelegationOptions:
-    """How agents of a runtime may delegate."""
-
-    max_depth: int | None = 3
-    """The deepest a child may be (the root is depth 0); None leaves it to the provider."""
-    background: bool = True
-    """Whether `run_in_background` is offered."""
-    task_capacity: int = 10
-    """Background tasks one agent may have running at once."""
-    max_consecutive_wakes: int = 3
-    """Task notices that may wake an idle agent in a row before they wait for its next turn."""
-    fork_tool: bool = True
-    """Offer `subagent_fork` beside `subagent`."""
-    background_mode: Literal["continuable", "one-shot"] = "continuable"
-    """What `run_in_background: true` starts: a continuable child (the default) or a
-    one-shot background task collected with `task_output`."""
-    team_tools: bool = True
-    """Offer the shared team task board."""
-    definitions: Mapping[str, AgentDefinition] | str | os.PathLike[str] | None = None
-    """The agent definitions `subagent(agent=...)` may start: a mapping by name, or a folder
-    of definition files (`*.md`), read on entry (a folder that does not exist makes entering
-    the runtime fail with a `ConfigError`, before the store is opened).
-
-    None (the default) loads the tenant's files on entry: `<cwd>/.subagents/agents` and
-    `$SUBAGENTS_HOME/agents` for tenant `default`, else
-    `$SUBAGENTS_HOME/tenants/<tenant>/agents`.
-    """
-    budget: Budget | None = None
-    """The run's budget: every root this runtime creates gets it, for its whole tree (a
-    definition's own budget can only narrow it)."""
-    max_tokens: int | None = None
-    """The cap on each model response (`max_tokens`, sent on every call) of every agent this
-    runtime runs; a definition's own cap, or a run's (`run(max_tokens=...)`), replaces it.
-    None sends none: the server's default applies."""
-
-    def __post_init__(self) -> None:
-        check_max_tokens(self.max_tokens, "max_tokens")
-        # Refuse a bad value where it is written, not at the first delegation. A folder is
-        # checked on entry, off the event loop (a stat here would block async callers).
-        given = cast("object", self.definitions)  # what callers pass is not type-checked
-        if given is None or isinstance(given, str | os.PathLike):
-            return
-        if not isinstance(given, Mapping) or not all(
-            isinstance(d, AgentDefinition) for d in cast("Mapping[object, object]", given).values()
-        ):
-            raise ConfigError(
-                "definitions must be a mapping of names to AgentDefinition or a folder path, "
-                f"not {type(cast('object', given)).__name__}"
-            )
-
-    @property
-    def definitions_folder(self) -> Path | None:
-        """The folder `definitions` names, or None for a mapping or the tenant's tiers."""
-        given = self.definitions
-        return Path(given) if isinstance(given, str | os.PathLike) else None
-
-
-class RuntimeOptions(TypedDict, total=False):
-    """`DelegationRuntime`'s keyword arguments, for a runtime built on it (`model` required)."""
-
-    model: Required[Model]
-    store: EventStore | str | Path | None
-    tools: Iterable[ToolSpec]
-    clock: Clock | None
-    tenant: str
-    cwd: str | Path | None
-    model_spec: str | None
-    delegation: DelegationOptions | None
-    model_factory: Callable[[str], Model] | None
-    sandbox: SandboxMode
-    workspace_tools: bool
-    crash_retries: int
-    approval: ApprovalPolicy | str | Iterable[str] | None
-    approval_timeout: float | None
 
 
 class DelegationRuntime(AgentRuntime):
@@ -224,6 +145,7 @@ class DelegationRuntime(AgentRuntime):
         crash_retries: int = DEFAULT_CRASH_RETRIES,
         approval: ApprovalPolicy | str | Iterable[str] | None = None,
         approval_timeout: float | None = None,
+        mcp: McpOptions | None = None,
     ) -> None:
         super().__init__(
             model=model,
@@ -239,6 +161,8 @@ class DelegationRuntime(AgentRuntime):
             approval_timeout=approval_timeout,
         )
         self.modes = SandboxModes(sandbox)
+        self.mcp = McpTools(mcp, policy_of=self.modes.policy)
+        """The MCP servers' tools: each agent's scope, and the servers shared behind them."""
         self._workspace_tools = workspace_tools
         self.delegation = delegation or DelegationOptions()
         self.subagents = SubagentService(
@@ -276,8 +200,11 @@ class DelegationRuntime(AgentRuntime):
         folder = self.delegation.definitions_folder
         if folder is not None:
             await asyncio.to_thread(check_definitions_folder, folder)
+        # Before the store opens: a server that cannot run leaves nothing behind.
+        await self.mcp.check(str(self._cwd_arg) if self._cwd_arg is not None else None)
         await super().__aenter__()
         self.modes.hidden = await asyncio.to_thread(store_files, self.store)
+        self._stack.push_async_callback(self.mcp.aclose)  # after the agents are released
         self._stack.push_async_callback(self.tasks.aclose)
         self._stack.push_async_callback(WaitNotices(self).aclose)
         options = self.delegation
@@ -339,9 +266,15 @@ class DelegationRuntime(AgentRuntime):
         """
         folder = self.delegation.definitions_folder
         if folder is not None:
-            found, problems = await asyncio.to_thread(load_definitions_folder, folder)
+            found, problems = await asyncio.to_thread(
+                functools.partial(
+                    load_definitions_folder, folder, aliases=self.delegation.model_aliases
+                )
+            )
         else:
-            found, problems = await aload_definitions(self.cwd, subagents_home(), self.tenant)
+            found, problems = await aload_definitions(
+                self.cwd, subagents_home(), self.tenant, aliases=self.delegation.model_aliases
+            )
         for problem in problems:
             log.warning("agent definition: %s", problem)
         self.definition_problems = problems
@@ -982,6 +915,7 @@ class DelegationRuntime(AgentRuntime):
             config = dataclasses.replace(config, max_tokens=own or self.delegation.max_tokens)
         agent.config = dataclasses.replace(config, preamble=RUNTIME_GUIDANCE)
         self._tell_limits(agent)
+        self.mcp.settle(agent, profile.definition if profile is not None else None)
         if max_depth is not None and header.depth >= max_depth:
             agent.tools.hide({DELEGATION_TAG})
 

@@ -97,10 +97,11 @@ def check_definition_tools(definition: AgentDefinition, known: Set[str]) -> None
     """Refuse a definition that names tools the runtime does not have at all (a typo).
 
     A tool the runtime has but the starting agent may not use is not an error: resolution
-    drops it, which narrows the scope.
+    drops it, which narrows the scope. MCP tools (`mcp__server__tool`) are not checked here:
+    which exist is known only once their server runs.
     """
     named = (*(definition.tools or ()), *definition.disallowed_tools)
-    unknown = [t for t in named if t not in known]
+    unknown = [t for t in named if t not in known and not t.startswith("mcp__")]
     if unknown:
         raise ConfigError(
             f'agent definition "{definition.name}" ({definition.source}) names tools this '

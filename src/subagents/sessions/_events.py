@@ -12,7 +12,14 @@ import msgspec
 
 from ..errors import ErrorCode, StoreError
 from ..ids import SessionId
-from ..messages import AssistantMessage, JsonObject, ToolResultMessage, Usage, UserMessage
+from ..messages import (
+    AssistantMessage,
+    JsonObject,
+    JsonValue,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 
 __all__ = [
     "ApprovalDecided",
@@ -24,6 +31,7 @@ __all__ = [
     "HEADER_VERSION",
     "InboxSpliced",
     "InboxTarget",
+    "McpScopeSet",
     "ModelErrorEvent",
     "RequestHeader",
     "SandboxModeSet",
@@ -318,6 +326,24 @@ class SandboxModeSet(_Event, frozen=True, kw_only=True, tag="sandbox/mode"):
     source: Literal["runtime", "delegation", "user"] = "runtime"
 
 
+class McpScopeSet(_Event, frozen=True, kw_only=True, tag="mcp/scope"):
+    """Which MCP servers' tools the session's agent may use from here on (the last one counts).
+
+    `servers` are names of the runtime's servers or of `inline` ones (a definition's own, as
+    written, so a resume starts them again with the environment of that process). `allow`
+    (None: every tool of those servers) and `deny` hold tool names (`mcp__github__get_issue`)
+    or whole servers (`mcp__github`). `runtime`: fixed when a root was created; `delegation`:
+    when a child was, narrowed from its parent's, so a child never gets a server its parent
+    could not use unless its definition configures it.
+    """
+
+    servers: tuple[str, ...] = ()
+    allow: tuple[str, ...] | None = None
+    deny: tuple[str, ...] = ()
+    inline: JsonObject = msgspec.field(default_factory=dict[str, JsonValue])
+    source: Literal["runtime", "delegation"] = "runtime"
+
+
 class ApprovalPolicySet(_Event, frozen=True, kw_only=True, tag="approval/policy"):
     """Which of the session's tool calls wait for a person's decision (the last one counts).
 
@@ -469,6 +495,7 @@ SessionEvent: TypeAlias = (
     | SubagentDescriptor
     | SubagentSettled
     | SandboxModeSet
+    | McpScopeSet
     | ApprovalPolicySet
     | ApprovalRequested
     | ApprovalDecided
@@ -500,6 +527,7 @@ EVENT_KINDS: dict[str, type[SessionEvent]] = {
         SubagentDescriptor,
         SubagentSettled,
         SandboxModeSet,
+        McpScopeSet,
         ApprovalPolicySet,
         ApprovalRequested,
         ApprovalDecided,

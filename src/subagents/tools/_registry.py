@@ -93,6 +93,7 @@ class ToolScope:
     def __init__(self, base: ToolRegistry) -> None:
         self._base = base
         self._own: dict[str, ToolSpec] = {}
+        self._unlisted: set[str] = set()
         self._guards: list[Guard] = []
         self._allow: frozenset[str] | None = None
         self._deny: frozenset[str] = frozenset()
@@ -101,11 +102,24 @@ class ToolScope:
         self._schemas_generation = base.generation
         self.closed = False
 
-    def register(self, spec: ToolSpec) -> None:
+    def register(self, spec: ToolSpec, *, listed: bool = True) -> None:
+        """Add a tool of this agent's own.
+
+        An unlisted one is callable but never offered: a tool the model finds through a
+        search tool, which returned its schema.
+        """
         if spec.name in self._own:
             raise DuplicateError(f"tool {spec.name!r} is already registered for this agent")
         self._own[spec.name] = spec
+        if not listed:
+            self._unlisted.add(spec.name)
         self._schemas = None
+
+    def unregister(self, name: str) -> None:
+        """Remove a tool of this agent's own (a search tool replaced by a wider one)."""
+        if self._own.pop(name, None) is not None:
+            self._unlisted.discard(name)
+            self._schemas = None
 
     def add_guard(self, guard: Guard) -> None:
         self._guards.append(guard)
@@ -144,7 +158,9 @@ class ToolScope:
         return [
             s
             for s in specs
-            if s is not None and (s.name in self._own or not s.tags & self._hidden_tags)
+            if s is not None
+            and s.name not in self._unlisted
+            and (s.name in self._own or not s.tags & self._hidden_tags)
         ]
 
     def schemas(self) -> tuple[ToolSchema, ...]:
@@ -154,7 +170,8 @@ class ToolScope:
         if self._schemas is None or self._schemas_generation != self._base.generation:
             self._schemas_generation = self._base.generation
             inherited = [s for s in self.visible() if s.name not in self._own]
-            self._schemas = offered(inherited, self._own.values())
+            own = [s for s in self._own.values() if s.name not in self._unlisted]
+            self._schemas = offered(inherited, own)
         return self._schemas
 
     def invalidate(self) -> None:
@@ -166,6 +183,7 @@ class ToolScope:
 
     def close(self) -> None:
         self._own.clear()
+        self._unlisted.clear()
         self._guards.clear()
         self._schemas = None
         self.closed = True
