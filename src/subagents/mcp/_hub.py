@@ -19,8 +19,7 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-import mcp_types
+from typing import TYPE_CHECKING
 
 from .._resource import AsyncResource
 from .._task_owner import TaskOwner
@@ -29,9 +28,12 @@ from ..messages import JsonObject, JsonValue
 from ..policy import Limits, SandboxPolicy
 from ..tools import ToolContext, ToolHandler, ToolResult, ToolSpec
 from ._config import McpServerConfig, check_executable
-from ._connection import Connection, open_connection
 from ._naming import model_tool_name
-from ._results import render_result
+
+if TYPE_CHECKING:  # the SDK takes most of a second to import: only once a server starts
+    import mcp_types
+
+    from ._connection import Connection
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
@@ -232,10 +234,13 @@ class McpHub(AsyncResource):
         async with server.lock:
             connection = await self._connect(server)
         result = await connection.call(tool, arguments, self._call_timeout)
+        from ._results import render_result
+
         return render_result(result, tool=tool)
 
     async def _connect(self, server: _Server) -> Connection:
         """The live connection of `server`, started (again) if needed; the caller holds its lock."""
+        from ._connection import open_connection  # lazy: the SDK is slow to import
         connection = server.connection
         if connection is not None and connection.alive:
             return connection
