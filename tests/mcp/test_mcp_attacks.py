@@ -588,13 +588,6 @@ async def test_a_50_mib_tool_result_is_a_one_line_error_and_the_agent_goes_on(
     assert run.starts == 2  # the server that broke the protocol was replaced
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: after a line over 16 MiB the session's task group cancels the stdout reader "
-    "before it has drained the killed server's pipe, so the subprocess transport is never "
-    "closed (a ResourceWarning; src/subagents/mcp/_stdio.py _read_stdout). Fix: drain from a "
-    "task the hub owns, or close the transport when the process is killed",
-)
 async def test_a_server_over_the_line_limit_leaves_nothing_open(workspace: Path) -> None:
     run = await huge_run(workspace, 20)
     assert run.results[0].code == "MCP_PROTOCOL"

@@ -298,6 +298,11 @@ class Connection:
                 await asyncio.wait([task])
         if self.process is not None:
             await self.process.kill()
+            # Nobody reads the server's output any more: a pipe left holding what it wrote
+            # last (a line too long to be a message) would keep the transport open.
+            transport = getattr(self.process.process, "_transport", None)
+            if isinstance(transport, asyncio.SubprocessTransport) and not transport.is_closing():
+                transport.close()
 
 
 async def open_connection(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -78,6 +79,22 @@ class _Server:
     specs: tuple[ToolSpec, ...] | None = None
     problems: tuple[McpProblem, ...] = ()
     starts: int = 0
+
+
+def _import_sdk() -> None:
+    from . import _connection, _results
+
+    del _connection, _results
+
+
+async def _load_sdk() -> None:
+    """Import the modules that use the SDK, on first use and off the event loop.
+
+    The SDK takes most of a second to import and reads files while it does; once it is
+    loaded this is a no-op.
+    """
+    if f"{__name__.rpartition('.')[0]}._results" not in sys.modules:
+        await asyncio.to_thread(_import_sdk)
 
 
 def server_files(config: McpServerConfig) -> tuple[str, ...]:
@@ -234,13 +251,16 @@ class McpHub(AsyncResource):
         async with server.lock:
             connection = await self._connect(server)
         result = await connection.call(tool, arguments, self._call_timeout)
+        await _load_sdk()
         from ._results import render_result
 
         return render_result(result, tool=tool)
 
     async def _connect(self, server: _Server) -> Connection:
         """The live connection of `server`, started (again) if needed; the caller holds its lock."""
-        from ._connection import open_connection  # lazy: the SDK is slow to import
+        await _load_sdk()
+        from ._connection import open_connection
+
         connection = server.connection
         if connection is not None and connection.alive:
             return connection
