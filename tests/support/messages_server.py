@@ -10,12 +10,11 @@ protocol for `client.messages.create(stream=True)`: SSE streams of named events
 from __future__ import annotations
 
 import json
-import threading
-from collections import deque
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any, Self
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from scripted_server import RecordedRequest, ScriptedServer
 
 __all__ = [
     "NOW",
@@ -69,14 +68,6 @@ class HangReply:
 
 
 Reply = StreamReply | ErrorReply | HangReply
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: JsonObject = field(default_factory=dict[str, Any])
 
 
 def message_start(
@@ -224,16 +215,15 @@ class _Handler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
         )
-        server = self.server
-        assert isinstance(server, _Server)
-        reply = server.messages.take(recorded)
+        server = MessagesServer.of(self)
+        reply = server.take(recorded)
         match reply:
             case ErrorReply():
                 self._send_error(reply)
             case StreamReply():
                 self._send_stream(reply)
             case HangReply():
-                server.messages.released.wait()
+                server.released.wait()
                 self.close_connection = True
 
     def _send_error(self, reply: ErrorReply) -> None:
@@ -261,89 +251,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, messages: MessagesServer) -> None:
-        self.messages = messages
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-
-class MessagesServer:
+class MessagesServer(ScriptedServer[Reply]):
     """A loopback Messages API server; use as a context manager.
 
     `enqueue` scripts replies in order; `requests` lists what was received. A request that
     finds the queue empty gets a 500 with `x-should-retry: false` naming the problem.
     """
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.released = threading.Event()
-        self._replies: deque[Reply] = deque()
-        self._requests: list[RecordedRequest] = []
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+    what = "messages server"
+    handler = _Handler
 
     @property
     def base_url(self) -> str:
         """The API root, as `ANTHROPIC_BASE_URL` takes it (the SDK appends `/v1/messages`)."""
-        if self._server is None:
-            raise RuntimeError("messages server is not running; use it as a context manager")
-        port: int = self._server.server_address[1]
-        return f"http://127.0.0.1:{port}"
+        return f"http://127.0.0.1:{self.port}"
 
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def bodies(self) -> list[JsonObject]:
-        return [request.body for request in self.requests]
-
-    def enqueue(self, *replies: Reply) -> None:
-        with self._lock:
-            self._replies.extend(replies)
-
-    @property
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._replies)
-
-    def take(self, request: RecordedRequest) -> Reply:
-        with self._lock:
-            self._requests.append(request)
-            if self._replies:
-                return self._replies.popleft()
-        return error_reply(
-            500,
-            "api_error",
-            f"messages server: no scripted reply left for request #{len(self._requests)}",
-            headers={"x-should-retry": "false"},
-        )
-
-    def __enter__(self) -> Self:
-        self._server = _Server(self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.01},  # how soon shutdown() is noticed
-            name="messages-server",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.released.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join()
-        self._server = None
-        self._thread = None
+    def exhausted(self, message: str) -> Reply:
+        return error_reply(500, "api_error", message, headers={"x-should-retry": "false"})
