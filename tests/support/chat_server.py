@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from scripted_server import RecordedRequest, ScriptedServer
+from scripted_server import ErrorReply, HangReply, RecordedRequest, ScriptedHandler, ScriptedServer
 
 __all__ = [
     "ChatServer",
@@ -43,20 +42,6 @@ class StreamReply:
     chunks: tuple[JsonObject, ...] = ()
     raw: str | None = None
     done: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorReply:
-    """A non-streaming error response with a JSON body."""
-
-    status: int
-    body: JsonObject
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class HangReply:
-    """No answer at all until the server shuts down (for client timeouts)."""
 
 
 Reply = StreamReply | ErrorReply | HangReply
@@ -149,56 +134,12 @@ def closed_port() -> int:
     return port
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        body: JsonObject = json.loads(raw) if raw else {}
-        recorded = RecordedRequest(
-            method="POST",
-            path=self.path,
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=body,
-        )
-        server = ChatServer.of(self)
-        reply = server.take(recorded)
-        match reply:
-            case ErrorReply():
-                self._send_error(reply)
-            case StreamReply():
-                self._send_stream(reply)
-            case HangReply():
-                server.released.wait()
-                self.close_connection = True
-
-    def _send_error(self, reply: ErrorReply) -> None:
-        payload = json.dumps(reply.body).encode()
-        self.send_response(reply.status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        for name, value in reply.headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def _send_stream(self, reply: StreamReply) -> None:
+class _Handler(ScriptedHandler):
+    def stream_text(self, reply: StreamReply) -> str:
         if reply.raw is not None:
-            text = reply.raw
-        else:
-            text = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in reply.chunks)
-            if reply.done:
-                text += "data: [DONE]\n\n"
-        payload = text.encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+            return reply.raw
+        text = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in reply.chunks)
+        return text + "data: [DONE]\n\n" if reply.done else text
 
 
 class ChatServer(ScriptedServer[Reply]):

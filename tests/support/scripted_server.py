@@ -8,6 +8,7 @@ thread while used as a context manager.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from subagents.messages import JsonObject
 
-__all__ = ["RecordedRequest", "ScriptedServer"]
+__all__ = ["ErrorReply", "HangReply", "RecordedRequest", "ScriptedHandler", "ScriptedServer"]
 
 R = TypeVar("R")
 
@@ -28,6 +29,68 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: JsonObject = field(default_factory=dict[str, Any])
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReply:
+    """A non-streaming error response with a JSON body."""
+
+    status: int
+    body: JsonObject
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HangReply:
+    """No answer at all until the server shuts down (for client timeouts)."""
+
+
+class ScriptedHandler(BaseHTTPRequestHandler):
+    """Records each POST and answers it with the server's next reply.
+
+    An `ErrorReply` is sent as JSON and a `HangReply` holds the connection until the server
+    shuts down; every other reply is a stream, whose text `stream_text` gives.
+    """
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def stream_text(self, reply: Any) -> str:
+        raise NotImplementedError
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body: JsonObject = json.loads(raw) if raw else {}
+        recorded = RecordedRequest(
+            method="POST",
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+        )
+        server = ScriptedServer[object].of(self)
+        reply = server.take(recorded)
+        if isinstance(reply, ErrorReply):
+            self._send(reply.status, "application/json", json.dumps(reply.body), reply.headers)
+        elif isinstance(reply, HangReply):
+            server.released.wait()
+            self.close_connection = True
+        else:
+            self._send(200, "text/event-stream", self.stream_text(reply))
+
+    def _send(
+        self, status: int, kind: str, text: str, headers: tuple[tuple[str, str], ...] = ()
+    ) -> None:
+        payload = text.encode()
+        self.send_response(status)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(payload)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
 
 
 class _Server(ThreadingHTTPServer):
