@@ -7,7 +7,6 @@ offered and what its calls returned, read back from the logs.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import gc
 import json
@@ -649,8 +648,10 @@ async def test_the_sanitised_winner_calls_the_server_tool_it_was_listed_for(
 async def test_a_server_that_never_answers_initialize_is_told_and_the_run_goes_on(
     workspace: Path,
 ) -> None:
-    script = "lead:\n" + call("mcp__one__echo", text="hi") + "  - text: carried on\n"
-    servers = {"mute": attack("mute", "silent"), **plain("one")}
+    # Only the mute server: it times out however loaded the machine is, while a working
+    # server might not start within so short a timeout on a busy machine.
+    script = "lead:\n" + call("mcp__mute__echo", text="hi") + "  - text: carried on\n"
+    servers = {"mute": attack("mute", "silent")}
     async with runtime(workspace, script, servers, connect_timeout=1.0) as rt:
         result = await rt.run("go")
         told = await told_to(rt, "lead")
@@ -659,7 +660,7 @@ async def test_a_server_that_never_answers_initialize_is_told_and_the_run_goes_o
     assert result.output == "carried on"
     assert "mute: " in told
     assert "could not start" in told
-    assert lead == [OK_ECHO]
+    assert unknown(lead[0]), lead
     assert not {t for t in tools if t.startswith("mcp__mute")}
 
 
@@ -827,18 +828,17 @@ def test_mcp_check_does_not_print_a_servers_terminal_escapes(tmp_path: Path) -> 
     assert not {c for c in checked.stdout if ord(c) < 32 and c not in "\n\t"}
 
 
-async def test_a_mute_server_costs_its_connect_timeout_and_no_more(workspace: Path) -> None:
-    """The bug is a fixed 5 s wait on top of the 1 s timeout; the bound leaves 3 s spare."""
+async def test_a_mute_server_is_killed_when_its_connect_times_out(workspace: Path) -> None:
+    """A handshake that never ends is not waited out: the server is gone once the start fails
+    (before the fix, closing waited a fixed grace for a session task stuck in it)."""
     policy = SandboxPolicy(mode=parse_mode("workspace-write"), workspace_root=str(workspace))
     servers = {"mute": attack("mute", "silent")}
-    loop = asyncio.get_running_loop()
     async with McpHub(servers, policy=policy, connect_timeout=1.0) as hub:
-        began = loop.time()
         with pytest.raises(ToolError) as caught:
             await hub.tools("mute")
-        took = loop.time() - began
+        assert hub.pid("mute") is None
+        assert not hub.started("mute")
     assert caught.value.code == "MCP_TIMEOUT"
-    assert took < 1.0 + 3.0, took
 
 
 async def test_a_refused_inline_server_costs_the_child_only_that_server(workspace: Path) -> None:

@@ -296,6 +296,8 @@ class Connection:
             except TimeoutError:
                 task.cancel()
                 await asyncio.wait([task])
+        if self._ready.done() and not self._ready.cancelled():
+            self._ready.exception()  # retrieved: a connect that failed after its deadline
         if self.process is not None:
             await self.process.kill()
             # Nobody reads the server's output any more: a pipe left holding what it wrote
