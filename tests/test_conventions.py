@@ -27,6 +27,7 @@ LAYERS = {
     "names": 0,
     "messages": 0,
     "_clock": 0,
+    "_lazy": 0,
     "_resource": 0,
     "_task_owner": 0,
     "_yaml": 0,

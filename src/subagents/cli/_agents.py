@@ -1,25 +1,25 @@
-"""Agent definitions on the command line: `subagents agents` and `run --agent`."""
+"""Agent definitions on the command line: `subagents agents` and `run --agent`.
+
+The settings and definitions modules are imported by the functions that read them (startup
+time: the app imports this module for every command; tests/cli/test_startup.py).
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ..config import BUILTIN_ALIASES, Settings, resolve_model_name
-from ..definitions import (
-    AgentDefinition,
-    DefinitionProblem,
-    definition_dirs,
-    load_definitions,
-    subagents_home,
-)
 from ..errors import SubagentsError
 from ._common import fail
 from ._render import dumps
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..definitions import AgentDefinition, DefinitionProblem
 
 __all__ = ["choose_definition", "definitions_for", "list_agents", "model_for"]
 
@@ -38,6 +38,9 @@ def definitions_for(
     shown, so a broken file nobody asked for does not warn on every run; `subagents agents`
     (`every_problem`) lists them all.
     """
+    from ..config import BUILTIN_ALIASES
+    from ..definitions import load_definitions, subagents_home
+
     aliases = settings.alias_map if settings is not None else dict(BUILTIN_ALIASES)
     found, problems = load_definitions(
         cwd or os.getcwd(), subagents_home(), tenant, aliases=aliases
@@ -78,6 +81,8 @@ def model_for(
         return model
     if model is None:
         return definition.model
+    from ..config import resolve_model_name
+
     try:
         given = resolve_model_name(model, aliases)
     except SubagentsError:  # an invalid --model is reported by resolve_model
@@ -101,6 +106,8 @@ def list_agents(cwd: Path | None, tenant: str, *, as_json: bool, settings: Setti
         typer.echo(dumps(rows))
         return
     if not rows:
+        from ..definitions import definition_dirs, subagents_home
+
         dirs = definition_dirs(cwd or os.getcwd(), subagents_home(), tenant)
         typer.echo("no agent definitions in " + ", ".join(str(d) for _, d in dirs))
         return

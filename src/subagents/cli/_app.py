@@ -1,23 +1,21 @@
-"""The `subagents` command line: run, resume, send, interrupt, demo, sessions, tree, log, agents."""
+"""The `subagents` command line: run, resume, send, interrupt, demo, sessions, tree, log, agents.
+
+Defining the app imports no runtime, workflow engine, model SDK, MCP SDK, jsonschema or rich:
+each command imports what it runs in its body, so that `--help`, `sessions` and `tree` start
+fast (startup time; tests/cli/test_startup.py, bench/cli_startup.py).
+"""
 
 from __future__ import annotations
 
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..core import Budget, RunResult, event_json, is_held, list_sessions
-from ..delegation import Placement, find_member, load_tree, tree_json
 from ..ids import SessionId
-from ..models import ScriptedModel
-from ..policy import SANDBOX_MODES, parse_mode
-from ..sessions import SessionHeader
-from ..workflows import Runtime
 from ._agents import choose_definition, definitions_for, list_agents, model_for
 from ._approvals import ApprovalNotices, approvals, approve, deny
 from ._command import SessionCommand
@@ -39,8 +37,6 @@ from ._common import (
     resolve_root,
     run_async,
 )
-from ._demo import TOOLS as DEMO_TOOLS, demo_dir
-from ._live import LiveTree
 from ._mcp import mcp_app, mcp_options
 from ._options import (
     ApproveOpt,
@@ -56,11 +52,15 @@ from ._options import (
     TenantOpt,
 )
 from ._render import dumps, render_log, render_sessions, render_tree, result_json
-from ._runtime import runtime_for
 from ._settings import config, settings_for
-from ._stream import StreamPrinter
 from ._watch import DEFAULT_INTERVAL, watch
 from ._web import web
+
+if TYPE_CHECKING:
+    from ..core import RunResult
+    from ..delegation import Placement
+    from ..sessions import SessionHeader
+    from ..workflows import Runtime
 
 __all__ = ["app"]
 
@@ -77,7 +77,9 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"subagents {package_version('subagents')}")
+        from importlib.metadata import version  # only `--version` pays for it (startup time)
+
+        typer.echo(f"subagents {version('subagents')}")
         raise typer.Exit(EXIT_OK)
 
 
@@ -139,6 +141,8 @@ def _print_result(
 
 async def _tree_rows(runtime: Runtime, root: SessionId) -> list[dict[str, Any]]:
     """The rows of `root`'s tree (for usage), read by the live runtime that holds it."""
+    from ..delegation import tree_json  # startup time: see the module's docstring
+
     return tree_json(await runtime.tree(root))
 
 
@@ -180,6 +184,13 @@ def run(
     A budget (`--budget-*`) covers the whole tree and is kept across `resume`; a run that
     spends it ends with stop reason `budget` (exit 1).
     """
+    # Startup time: see the module's docstring.
+    from ..core import Budget
+    from ..policy import SANDBOX_MODES, parse_mode
+    from ._live import LiveTree
+    from ._runtime import runtime_for
+    from ._stream import StreamPrinter
+
     check_tenant(tenant)
     if as_json and stream:
         fail("give --stream or --json, not both")
@@ -305,6 +316,11 @@ def _on_stored_tree(
     max_tokens: int | None = None,
 ) -> None:
     """Run `verb` on a stored tree with the model it recorded, then print its result."""
+    # Startup time: see the module's docstring.
+    from ._live import LiveTree
+    from ._runtime import runtime_for
+    from ._stream import StreamPrinter
+
     if as_json and stream:
         fail("give --stream or --json, not both")
     require_existing_store(store)
@@ -350,6 +366,10 @@ def interrupt(
 
     A turn a crash left open is closed as interrupted; queued messages stay for a resume.
     """
+    # Startup time: see the module's docstring.
+    from ..delegation import find_member
+    from ._runtime import runtime_for
+
     check_tenant(tenant)
     require_existing_store(store)
     header = run_async(lambda: _header(store, tenant, session))
@@ -390,6 +410,11 @@ def steer(
     process); an agent that is not running starts its next turn with it. Prints which
     happened. A stored tree nobody runs is resumed and run until it is quiescent.
     """
+    # Startup time: see the module's docstring.
+    from ..delegation import find_member
+    from ._live import LiveTree
+    from ._runtime import runtime_for
+
     check_tenant(tenant)
     if not message.strip():
         fail("the message must not be empty")
@@ -437,6 +462,12 @@ def demo(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the bundled scripted scenario (no model API needed) and show the tree."""
+    # Startup time: see the module's docstring.
+    from ..models import ScriptedModel
+    from ._demo import TOOLS as DEMO_TOOLS, demo_dir
+    from ._live import LiveTree
+    from ._runtime import runtime_for
+
     check_tenant(tenant)
     examples = demo_dir()
     script = examples / "demo.yaml"
@@ -495,25 +526,18 @@ def sessions(
     store: StoreOpt = None, tenant: TenantOpt = "default", as_json: JsonOpt = False
 ) -> None:
     """List root sessions, newest first."""
+    from ..core import list_sessions  # startup time: see the module's docstring
+
     check_tenant(tenant)
     require_existing_store(store)
 
-    async def main() -> list[dict[str, Any]]:
+    async def main() -> str:
+        # One opening of the store for either rendering (each costs an event loop too).
         async with open_store(store) as opened:
-            return [
-                row.to_json() for row in await list_sessions(opened, tenant=tenant, now=time.time())
-            ]
+            rows = await list_sessions(opened, tenant=tenant, now=time.time())
+        return dumps([row.to_json() for row in rows]) if as_json else render_sessions(rows)
 
-    rows = run_async(main)
-    if as_json:
-        typer.echo(dumps(rows))
-        return
-
-    async def text() -> str:
-        async with open_store(store) as opened:
-            return render_sessions(await list_sessions(opened, tenant=tenant, now=time.time()))
-
-    typer.echo(run_async(text))
+    typer.echo(run_async(main))
 
 
 @app.command(cls=SessionCommand)
@@ -531,6 +555,10 @@ def tree(
     if follow:
         watch(session, store=store, tenant=tenant, as_json=as_json, interval=DEFAULT_INTERVAL)
         return
+    # Startup time: see the module's docstring.
+    from ..core import is_held
+    from ..delegation import load_tree, tree_json
+
     check_tenant(tenant)
     require_existing_store(store)
 
@@ -565,6 +593,10 @@ def log(
     as_json: JsonOpt = False,
 ) -> None:
     """Print one agent's transcript (with --json: its events)."""
+    # Startup time: see the module's docstring.
+    from ..core import event_json
+    from ..delegation import find_member
+
     check_tenant(tenant)
     if last and root is not None:
         fail("give --session or --last, not both")

@@ -4,6 +4,9 @@ A decision is addressed by tree, member name and call id (the member's only pend
 when omitted) and goes where the tree is: to the process that holds it, through its
 control channel, or into the member's log when no process does (a resume applies it). The
 listing is read from the store, scoped to one tenant.
+
+The runtime is imported by the functions that build one (startup time: the app imports this
+module for every command; tests/cli/test_startup.py).
 """
 
 from __future__ import annotations
@@ -11,12 +14,10 @@ from __future__ import annotations
 import getpass
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import typer
 
-from ..core import AgentRuntime, ApprovalWaiting, check_reason
-from ..delegation import PendingApproval
 from ._common import (
     SESSION_HELP,
     check_tenant,
@@ -27,7 +28,10 @@ from ._common import (
 )
 from ._options import JsonOpt, StoreOpt, TenantOpt
 from ._render import dumps
-from ._runtime import runtime_for
+
+if TYPE_CHECKING:
+    from ..core import AgentRuntime
+    from ..delegation import PendingApproval
 
 __all__ = ["ApprovalNotices", "approvals", "approve", "decider", "deny"]
 
@@ -56,6 +60,8 @@ def approvals(
     as_json: JsonOpt = False,
 ) -> None:
     """List the tool calls that wait for a decision (one tree's, or the tenant's)."""
+    from ._runtime import runtime_for  # startup time: see the module's docstring
+
     check_tenant(tenant)
     require_existing_store(store)
 
@@ -114,6 +120,10 @@ def _decide(
     approved: bool,
     reason: str | None,
 ) -> dict[str, Any]:
+    # Startup time: see the module's docstring.
+    from ..core import check_reason
+    from ._runtime import runtime_for
+
     check_tenant(tenant)
     require_existing_store(store)
     if call_id is not None and not call_id.strip():
@@ -187,6 +197,8 @@ class ApprovalNotices:
         self._unsubscribe = None
 
     def __enter__(self) -> Self:
+        from ..core import ApprovalWaiting  # startup time: see the module's docstring
+
         self._unsubscribe = self._runtime.subscribe(self._on_event, types=(ApprovalWaiting,))
         return self
 
@@ -200,6 +212,8 @@ class ApprovalNotices:
             self._unsubscribe()
 
     def _on_event(self, event: object) -> None:
+        from ..core import ApprovalWaiting  # startup time: see the module's docstring
+
         if not isinstance(event, ApprovalWaiting):
             return
         agent = self._runtime.get_agent(event.agent_id)

@@ -1,8 +1,11 @@
-"""What every command shares: error reporting and exit codes, store and model resolution."""
+"""What every command shares: error reporting and exit codes, store and model resolution.
+
+The settings, models and store are imported by the functions that use them, not here: every
+command imports this module, `--help` included (startup time; tests/cli/test_startup.py).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import errno
 import os
@@ -10,16 +13,17 @@ import re
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
-from ..config import BUILTIN_ALIASES, Settings, resolve_model_name
-from ..core import default_store_path
 from ..errors import ErrorCode, NotFoundError, StoreError, SubagentsError, UsageError
 from ..ids import SessionId, check_tenant_id
-from ..models import Model, open_model, parse_model_spec
-from ..sessions import EventStore, SessionHeader, SqliteEventStore, parse_store_url
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..models import Model
+    from ..sessions import EventStore, SessionHeader
 
 __all__ = [
     "EXIT_FAILED",
@@ -92,6 +96,8 @@ def exit_code_for(error: SubagentsError) -> int:
 
 def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a command's coroutine; our errors become one line on stderr and an exit code."""
+    import asyncio  # here, not at the top: `--help` needs no event loop (startup time)
+
     try:
         return asyncio.run(main())
     except SubagentsError as exc:
@@ -109,6 +115,10 @@ def resolve_model(
     `--model` (a spec or an alias), else the session's recorded one, else the settings'
     default (`$SUBAGENTS_MODEL`, then the settings files).
     """
+    # Here, not at the top: the model adapters are for the commands that run (startup time).
+    from ..config import BUILTIN_ALIASES, resolve_model_name
+    from ..models import open_model, parse_model_spec
+
     aliases = settings.alias_map if settings is not None else dict(BUILTIN_ALIASES)
     default = settings.model.value if settings is not None and settings.model else None
     try:
@@ -173,7 +183,26 @@ def check_path(path: Path, option: str) -> Path:
     return path
 
 
+def default_store_path() -> Path:
+    """`core.default_store_path()`, without importing the runtime module that defines it.
+
+    `$SUBAGENTS_STORE`, else `$SUBAGENTS_HOME/state.db` (home defaults to ~/.subagents).
+    Importing the runtime's module would cost `subagents sessions` the runtime's imports
+    (jsonschema among them); tests/cli/test_startup.py checks that the two agree.
+    """
+    from ..sessions import parse_store_url
+
+    explicit = os.environ.get("SUBAGENTS_STORE")
+    if explicit:
+        return parse_store_url(explicit)
+    home = os.environ.get("SUBAGENTS_HOME") or str(Path.home() / ".subagents")
+    return Path(home) / "state.db"
+
+
 def store_path(store: str | None) -> Path:
+    # Here, not at the top: the store is for the commands that open one (startup time).
+    from ..sessions import parse_store_url
+
     try:
         path = parse_store_url(store) if store else default_store_path()
     except SubagentsError as exc:
@@ -183,6 +212,8 @@ def store_path(store: str | None) -> Path:
 
 def open_store(store: str | None) -> EventStore:
     """An unopened SQLite store for `--store` (or the default); the caller enters it."""
+    from ..sessions import SqliteEventStore  # startup time: see store_path
+
     return SqliteEventStore(store_path(store))
 
 

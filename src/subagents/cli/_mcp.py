@@ -1,23 +1,27 @@
-"""MCP servers on the command line: the configured servers for a run, `subagents mcp`."""
+"""MCP servers on the command line: the configured servers for a run, `subagents mcp`.
+
+`subagents.mcp` (and through it the MCP SDK) is imported by the functions that use it
+(startup time: the app imports this module for every command; tests/cli/test_startup.py).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..config import Settings
-from ..delegation import McpOptions
 from ..errors import SubagentsError
-from ..mcp import McpHub, McpServerConfig, check_executable, parse_servers, read_mcp_json
-from ..policy import resolve_policy
 from ._common import check_path, check_tenant, fail, run_async
 from ._options import JsonOpt, TenantOpt
 from ._render import dumps
 from ._settings import settings_for
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..delegation import McpOptions
+    from ..mcp import McpServerConfig
 
 __all__ = ["mcp_app", "mcp_options"]
 
@@ -39,6 +43,8 @@ def configured_servers(settings: Settings) -> dict[str, McpServerConfig]:
     The project's win over the user's, and at one tier a `config.toml` entry over a
     `.mcp.json` one. A bad entry is a `ConfigError` naming it.
     """
+    from ..mcp import parse_servers, read_mcp_json  # startup time: see the module's docstring
+
     found: dict[str, McpServerConfig] = {}
     for source in settings.mcp_sources:
         if source.servers is None:
@@ -56,6 +62,8 @@ def configured_servers(settings: Settings) -> dict[str, McpServerConfig]:
 
 def mcp_options(settings: Settings) -> McpOptions:
     """The runtime's MCP options from the settings; a bad server exits 2 with one line."""
+    from ..delegation import McpOptions  # startup time: see the module's docstring
+
     try:
         servers = configured_servers(settings)
     except SubagentsError as exc:
@@ -110,6 +118,12 @@ def check_server(
     as_json: JsonOpt = False,
 ) -> None:
     """Start one server (confined as a run would be), list its tools, and stop it."""
+    # Startup time: see the module's docstring.
+    import asyncio
+
+    from ..mcp import McpHub, check_executable
+    from ..policy import resolve_policy
+
     settings, servers = _servers_for(cwd, tenant)
     config = servers.get(name)
     if config is None:

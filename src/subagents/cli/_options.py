@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from ..core import ApprovalPolicy
 from ..errors import SubagentsError
 from ._common import store_path
 
@@ -91,6 +90,8 @@ ModelOpt = Annotated[
 def _checked_gates(value: str | None) -> str | None:
     """`--approve bash,write_file` (or `all`): checked while parsing, before anything runs."""
     if value is not None:
+        from ..core import ApprovalPolicy  # here, not at the top: startup time
+
         try:
             ApprovalPolicy.parse(value, what="--approve")
         except SubagentsError as exc:

@@ -1,24 +1,19 @@
-"""Plain-text and JSON renderings of sessions, trees and logs."""
+"""Plain-text and JSON renderings of sessions, trees and logs.
+
+Every command imports this module (for `dumps`), so what a rendering needs is imported by it
+(startup time; tests/cli/test_startup.py).
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core import CONTEXT_SOURCE, RunResult, SessionRow, iso
-from ..messages import AssistantMessage
-from ..sessions import (
-    AssistantMessageEvent,
-    EventRecord,
-    InboxSpliced,
-    ModelErrorEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnEnd,
-    TurnStart,
-    UserMessageEvent,
-)
+if TYPE_CHECKING:
+    from ..core import RunResult, SessionRow
+    from ..messages import AssistantMessage
+    from ..sessions import EventRecord
 
 __all__ = ["dumps", "render_log", "render_sessions", "render_tree", "result_json"]
 
@@ -28,6 +23,8 @@ def dumps(value: Any) -> str:
 
 
 def render_sessions(rows: Sequence[SessionRow]) -> str:
+    from ..core import iso  # startup time: see the module's docstring
+
     if not rows:
         return "no sessions"
     lines = [f"{'SESSION':36}  {'CREATED':27}  {'STATUS':9}  TENANT"]
@@ -86,6 +83,19 @@ def _assistant_line(message: AssistantMessage) -> str:
 
 def render_log(records: Sequence[EventRecord]) -> str:
     """A human transcript: prompts, answers, tool calls and results, turn endings."""
+    # Startup time: see the module's docstring.
+    from ..core import CONTEXT_SOURCE
+    from ..sessions import (
+        AssistantMessageEvent,
+        InboxSpliced,
+        ModelErrorEvent,
+        ToolCallEvent,
+        ToolResultEvent,
+        TurnEnd,
+        TurnStart,
+        UserMessageEvent,
+    )
+
     lines: list[str] = []
     for record in records:
         match record.event:

@@ -1,25 +1,33 @@
-"""Settings on the command line: reading them for a command, and `subagents config`."""
+"""Settings on the command line: reading them for a command, and `subagents config`.
+
+The settings and definitions modules are imported by the functions that read them (startup
+time: the app imports this module for every command; tests/cli/test_startup.py).
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..config import Settings, config_files, load_settings
-from ..definitions import subagents_home
 from ..errors import SubagentsError
 from ._common import check_path, check_tenant, fail
 from ._options import JsonOpt, TenantOpt
 from ._render import dumps
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 __all__ = ["config", "settings_for"]
 
 
 def settings_for(cwd: str | Path | None, tenant: str) -> Settings:
     """The tenant's merged settings for a command in `cwd`; a bad file exits 2 with one line."""
+    from ..config import load_settings
+    from ..definitions import subagents_home
+
     try:
         return load_settings(cwd or os.getcwd(), subagents_home(), tenant, environ=os.environ)
     except SubagentsError as exc:
@@ -39,6 +47,9 @@ def config(
     which wins), then `$SUBAGENTS_MODEL` and `$SUBAGENTS_SANDBOX`; a command's flags win over
     all of them.
     """
+    from ..config import config_files
+    from ..definitions import subagents_home
+
     check_tenant(tenant)
     if cwd is not None:
         check_path(cwd, "--cwd")

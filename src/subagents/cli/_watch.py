@@ -3,26 +3,23 @@
 The process that runs the tree holds its lease and writes every event to the store's log; watch
 follows that log (`sessions.TreeFollower`) and folds each new record into one row per member, so
 it never writes, never talks to the holder and costs it nothing.
+
+`rich`, the tree's view and the stream's lines are imported by the functions that draw or
+write them (startup time: the app imports this module for every command;
+tests/cli/test_startup.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TypeAlias
 
 import typer
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
-from rich.tree import Tree
 
-from ..delegation import TreeView, WatchedTree, duration
 from ..ids import SessionId
-from ..sessions import EventRecord, EventStore, SessionHeader
 from ._common import (
     EXIT_FAILED,
     SESSION_HELP,
@@ -35,7 +32,12 @@ from ._common import (
 )
 from ._options import JsonOpt, StoreOpt, TenantOpt
 from ._render import result_json
-from ._stream import event_line, line_text, result_line
+
+if TYPE_CHECKING:
+    from rich.tree import Tree
+
+    from ..delegation import TreeView
+    from ..sessions import EventRecord, EventStore, SessionHeader
 
 __all__ = ["DEFAULT_INTERVAL", "check_interval", "follow_tree", "watch"]
 
@@ -43,7 +45,8 @@ DEFAULT_INTERVAL = 0.05
 """Seconds between two checks of the store for new commits."""
 MAX_INTERVAL = 5.0
 Sleep = Callable[[float], Awaitable[object]]
-Emit = Callable[[str, SessionHeader, EventRecord], None]
+# Quoted: its record types are imported for type checking only.
+Emit: TypeAlias = "Callable[[str, SessionHeader, EventRecord], None]"
 
 
 @dataclass(slots=True)
@@ -83,7 +86,7 @@ async def follow_tree(
     interval: float,
     show: Callable[[TreeView, bool], None],
     emit: Emit | None = None,
-    sleep: Sleep = asyncio.sleep,
+    sleep: Sleep | None = None,
 ) -> tuple[TreeView, bool]:
     """Follow `root`'s tree until no live process holds it.
 
@@ -94,6 +97,11 @@ async def follow_tree(
     the notice its parent gets there is a moment with nothing open, and the holder (which
     runs until the tree is quiescent) lets go of the lease only after that.
     """
+    import asyncio  # startup time: see the module's docstring
+
+    from ..delegation import WatchedTree
+
+    pause = asyncio.sleep if sleep is None else sleep
     watched = WatchedTree(store, root)
     emitter = _Emitter(watched.view, emit or (lambda name, header, record: None), [])
     while True:
@@ -102,10 +110,16 @@ async def follow_tree(
         if not watched.held:
             emitter.flush()
             return watched.view, watched.view.has_work
-        await sleep(interval)
+        await pause(interval)
 
 
 def _render(view: TreeView, held: bool) -> Tree:
+    # Startup time: see the module's docstring.
+    from rich.text import Text
+    from rich.tree import Tree
+
+    from ..delegation import duration
+
     tree = Tree(Text("agents", style="bold"))
     nodes: dict[int, Tree] = {-1: tree}
     for row in view.rows(held=held, now=time.time()):
@@ -135,6 +149,8 @@ def _hidden(view: TreeView, held: bool) -> None:
 
 
 def _write_line(name: str, header: SessionHeader, record: EventRecord) -> None:
+    from ._stream import event_line, line_text  # startup time: see the module's docstring
+
     sys.stdout.write(line_text(event_line(name, header.id, record)) + "\n")
     sys.stdout.flush()
 
@@ -162,6 +178,12 @@ def watch(
     it commits), and the result last. Reads the store only. Exits 0 once no live process
     holds the tree and nothing is left to run; 1 when its process died mid-turn.
     """
+    # Startup time: see the module's docstring.
+    from rich.console import Console
+    from rich.live import Live
+
+    from ._stream import line_text, result_line
+
     check_tenant(tenant)
     check_interval(interval)
     require_existing_store(store)

@@ -1,12 +1,11 @@
 """`subagents web`: serve the web console of one tenant's trees on this machine (docs/web.md).
 
-The console's modules (starlette, uvicorn) are imported here, when the command runs, so that
-every other command starts without them.
+The console's modules (starlette, uvicorn) and the model specs are imported here, when the
+command runs, so that every other command starts without them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Annotated
 import typer
 
 from ..errors import SubagentsError
-from ..models import parse_model_spec
 from ._common import check_tenant, fail, store_path
 from ._options import ModelOpt, StoreOpt, TenantOpt
 from ._watch import check_interval
@@ -64,6 +62,9 @@ def web(
     check_tenant(tenant)
     check_interval(interval)
     model = model or os.environ.get("SUBAGENTS_MODEL") or None
+    import asyncio
+
+    from ..models import parse_model_spec
     from ..web import ConsoleConfig, console_door, is_loopback, listen, serve
 
     try:

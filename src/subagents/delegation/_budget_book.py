@@ -9,14 +9,18 @@ summed from its subtree's logs, so a restart neither forgets usage nor widens a 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from ..core import Agent, AgentRuntime, Budget, Ledger
+from ..core import Budget, Ledger
 from ..errors import ErrorCode, StoreError, SubagentError
 from ..ids import SessionId
 from ..sessions import EventRecord, SubagentDescriptor, UsageProjection, fold
 from ._catalog import catalog_entries
+
+if TYPE_CHECKING:  # annotations only: `subagents tree` reads budgets without the runtime
+    from ..core import Agent, AgentRuntime
 
 __all__ = ["BudgetBook", "combined", "recorded_budget", "with_budget"]
 

@@ -11,27 +11,35 @@ file policy"); it never runs unconfined or weaker. In every mode, `danger-full-a
 included: an emptied environment, rlimits, a bounded number of processes, its own session and
 process group, and `kill()` ends every process of the run. `danger-full-access` keeps the
 host's file system and network.
+
+Each name is imported from its module on first use (PEP 562), so that a CLI command pays only
+for the modules it touches (startup time; see tests/cli/test_startup.py).
 """
 
-from ._confine import Confinement as Confinement, confinement as confinement
-from ._confined_run import (
-    CommandResult as CommandResult,
-    ConfinedProcess as ConfinedProcess,
-    run_command as run_command,
-    spawn as spawn,
-)
-from ._limits import Limits as Limits, SandboxFacts as SandboxFacts
-from ._modes import (
-    SANDBOX_MODES as SANDBOX_MODES,
-    SandboxMode as SandboxMode,
-    SandboxPolicy as SandboxPolicy,
-    canonical_root as canonical_root,
-    narrower as narrower,
-    parse_mode as parse_mode,
-    resolve_policy as resolve_policy,
-    store_paths as store_paths,
-    within as within,
-)
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ._confine import Confinement as Confinement, confinement as confinement
+    from ._confined_run import (
+        CommandResult as CommandResult,
+        ConfinedProcess as ConfinedProcess,
+        run_command as run_command,
+        spawn as spawn,
+    )
+    from ._limits import Limits as Limits, SandboxFacts as SandboxFacts
+    from ._modes import (
+        SANDBOX_MODES as SANDBOX_MODES,
+        SandboxMode as SandboxMode,
+        SandboxPolicy as SandboxPolicy,
+        canonical_root as canonical_root,
+        narrower as narrower,
+        parse_mode as parse_mode,
+        resolve_policy as resolve_policy,
+        store_paths as store_paths,
+        within as within,
+    )
 
 __all__ = [
     "CommandResult",
@@ -52,3 +60,22 @@ __all__ = [
     "store_paths",
     "within",
 ]
+
+# The module of each name (the imports above say the same for pyright).
+_SOURCES = {
+    "._confine": ("Confinement", "confinement"),
+    "._confined_run": ("CommandResult", "ConfinedProcess", "run_command", "spawn"),
+    "._limits": ("Limits", "SandboxFacts"),
+    "._modes": (
+        "SANDBOX_MODES",
+        "SandboxMode",
+        "SandboxPolicy",
+        "canonical_root",
+        "narrower",
+        "parse_mode",
+        "resolve_policy",
+        "store_paths",
+        "within",
+    ),
+}
+__getattr__, __dir__ = lazy_names(__name__, globals(), _SOURCES)

@@ -1,82 +1,91 @@
-"""Sessions: durable event kinds, the store protocol and its backends, projections."""
+"""Sessions: durable event kinds, the store protocol and its backends, projections.
 
-from ._approvals import (
-    ApprovalRequest as ApprovalRequest,
-    WaitingStep as WaitingStep,
-    approval_requests as approval_requests,
-    waiting_step as waiting_step,
-)
-from ._commands import (
-    COMMAND_KINDS as COMMAND_KINDS,
-    DECISION_KINDS as DECISION_KINDS,
-    MAX_CALL_ID as MAX_CALL_ID,
-    MAX_COMMAND_TEXT as MAX_COMMAND_TEXT,
-    MAX_DECIDER as MAX_DECIDER,
-    MAX_REASON as MAX_REASON,
-    Command as Command,
-    CommandKind as CommandKind,
-    CommandRow as CommandRow,
-    CommandState as CommandState,
-    decode_outcome as decode_outcome,
-    encode_body as encode_body,
-    encode_decision as encode_decision,
-    encode_outcome as encode_outcome,
-    parse_command as parse_command,
-)
-from ._events import (
-    ApprovalDecided as ApprovalDecided,
-    ApprovalPolicySet as ApprovalPolicySet,
-    ApprovalRequested as ApprovalRequested,
-    AssistantMessageEvent as AssistantMessageEvent,
-    EventRecord as EventRecord,
-    InboxSpliced as InboxSpliced,
-    InboxTarget as InboxTarget,
-    McpScopeSet as McpScopeSet,
-    ModelErrorEvent as ModelErrorEvent,
-    RequestHeader as RequestHeader,
-    SandboxModeSet as SandboxModeSet,
-    SessionEndSeed as SessionEndSeed,
-    SessionEvent as SessionEvent,
-    SessionHeader as SessionHeader,
-    StepEnd as StepEnd,
-    StepStart as StepStart,
-    StopReason as StopReason,
-    SubagentCatalog as SubagentCatalog,
-    SubagentDescriptor as SubagentDescriptor,
-    SubagentSettled as SubagentSettled,
-    TeamTaskClaimed as TeamTaskClaimed,
-    TeamTaskCreated as TeamTaskCreated,
-    TeamTaskUpdated as TeamTaskUpdated,
-    ToolCallEvent as ToolCallEvent,
-    ToolResultEvent as ToolResultEvent,
-    ToolWorkflowAgentEnd as ToolWorkflowAgentEnd,
-    ToolWorkflowAgentStart as ToolWorkflowAgentStart,
-    ToolWorkflowRunEnd as ToolWorkflowRunEnd,
-    ToolWorkflowRunStart as ToolWorkflowRunStart,
-    TurnEnd as TurnEnd,
-    TurnStart as TurnStart,
-    UserMessageEvent as UserMessageEvent,
-)
-from ._follow import TreeFollower as TreeFollower
-from ._memory import InMemoryEventStore as InMemoryEventStore
-from ._projections import (
-    StatusProjection as StatusProjection,
-    StatusView as StatusView,
-    TranscriptProjection as TranscriptProjection,
-    UsageProjection as UsageProjection,
-    UsageView as UsageView,
-    fold as fold,
-)
-from ._repair import (
-    DEFAULT_CRASH_RETRIES as DEFAULT_CRASH_RETRIES,
-    KnownOutcome as KnownOutcome,
-    crash_recovery as crash_recovery,
-    has_open_turn as has_open_turn,
-    interrupted_turn_closers as interrupted_turn_closers,
-)
-from ._session import Session as Session
-from ._sqlite import SqliteEventStore as SqliteEventStore, parse_store_url as parse_store_url
-from ._store import EventStore as EventStore, Lease as Lease
+Each name is imported from its module on first use (PEP 562), so that a CLI command pays only
+for the modules it touches (startup time; see tests/cli/test_startup.py).
+"""
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ._approvals import (
+        ApprovalRequest as ApprovalRequest,
+        WaitingStep as WaitingStep,
+        approval_requests as approval_requests,
+        waiting_step as waiting_step,
+    )
+    from ._commands import (
+        COMMAND_KINDS as COMMAND_KINDS,
+        DECISION_KINDS as DECISION_KINDS,
+        MAX_CALL_ID as MAX_CALL_ID,
+        MAX_COMMAND_TEXT as MAX_COMMAND_TEXT,
+        MAX_DECIDER as MAX_DECIDER,
+        MAX_REASON as MAX_REASON,
+        Command as Command,
+        CommandKind as CommandKind,
+        CommandRow as CommandRow,
+        CommandState as CommandState,
+        decode_outcome as decode_outcome,
+        encode_body as encode_body,
+        encode_decision as encode_decision,
+        encode_outcome as encode_outcome,
+        parse_command as parse_command,
+    )
+    from ._events import (
+        ApprovalDecided as ApprovalDecided,
+        ApprovalPolicySet as ApprovalPolicySet,
+        ApprovalRequested as ApprovalRequested,
+        AssistantMessageEvent as AssistantMessageEvent,
+        EventRecord as EventRecord,
+        InboxSpliced as InboxSpliced,
+        InboxTarget as InboxTarget,
+        McpScopeSet as McpScopeSet,
+        ModelErrorEvent as ModelErrorEvent,
+        RequestHeader as RequestHeader,
+        SandboxModeSet as SandboxModeSet,
+        SessionEndSeed as SessionEndSeed,
+        SessionEvent as SessionEvent,
+        SessionHeader as SessionHeader,
+        StepEnd as StepEnd,
+        StepStart as StepStart,
+        StopReason as StopReason,
+        SubagentCatalog as SubagentCatalog,
+        SubagentDescriptor as SubagentDescriptor,
+        SubagentSettled as SubagentSettled,
+        TeamTaskClaimed as TeamTaskClaimed,
+        TeamTaskCreated as TeamTaskCreated,
+        TeamTaskUpdated as TeamTaskUpdated,
+        ToolCallEvent as ToolCallEvent,
+        ToolResultEvent as ToolResultEvent,
+        ToolWorkflowAgentEnd as ToolWorkflowAgentEnd,
+        ToolWorkflowAgentStart as ToolWorkflowAgentStart,
+        ToolWorkflowRunEnd as ToolWorkflowRunEnd,
+        ToolWorkflowRunStart as ToolWorkflowRunStart,
+        TurnEnd as TurnEnd,
+        TurnStart as TurnStart,
+        UserMessageEvent as UserMessageEvent,
+    )
+    from ._follow import TreeFollower as TreeFollower
+    from ._memory import InMemoryEventStore as InMemoryEventStore
+    from ._projections import (
+        StatusProjection as StatusProjection,
+        StatusView as StatusView,
+        TranscriptProjection as TranscriptProjection,
+        UsageProjection as UsageProjection,
+        UsageView as UsageView,
+        fold as fold,
+    )
+    from ._repair import (
+        DEFAULT_CRASH_RETRIES as DEFAULT_CRASH_RETRIES,
+        KnownOutcome as KnownOutcome,
+        crash_recovery as crash_recovery,
+        has_open_turn as has_open_turn,
+        interrupted_turn_closers as interrupted_turn_closers,
+    )
+    from ._session import Session as Session
+    from ._sqlite import SqliteEventStore as SqliteEventStore, parse_store_url as parse_store_url
+    from ._store import EventStore as EventStore, Lease as Lease
 
 __all__ = [
     "ApprovalDecided",
@@ -149,3 +158,80 @@ __all__ = [
     "parse_store_url",
     "waiting_step",
 ]
+
+# The module of each name (the imports above say the same for pyright).
+_SOURCES = {
+    "._approvals": ("ApprovalRequest", "WaitingStep", "approval_requests", "waiting_step"),
+    "._commands": (
+        "COMMAND_KINDS",
+        "DECISION_KINDS",
+        "MAX_CALL_ID",
+        "MAX_COMMAND_TEXT",
+        "MAX_DECIDER",
+        "MAX_REASON",
+        "Command",
+        "CommandKind",
+        "CommandRow",
+        "CommandState",
+        "decode_outcome",
+        "encode_body",
+        "encode_decision",
+        "encode_outcome",
+        "parse_command",
+    ),
+    "._events": (
+        "ApprovalDecided",
+        "ApprovalPolicySet",
+        "ApprovalRequested",
+        "AssistantMessageEvent",
+        "EventRecord",
+        "InboxSpliced",
+        "InboxTarget",
+        "McpScopeSet",
+        "ModelErrorEvent",
+        "RequestHeader",
+        "SandboxModeSet",
+        "SessionEndSeed",
+        "SessionEvent",
+        "SessionHeader",
+        "StepEnd",
+        "StepStart",
+        "StopReason",
+        "SubagentCatalog",
+        "SubagentDescriptor",
+        "SubagentSettled",
+        "TeamTaskClaimed",
+        "TeamTaskCreated",
+        "TeamTaskUpdated",
+        "ToolCallEvent",
+        "ToolResultEvent",
+        "ToolWorkflowAgentEnd",
+        "ToolWorkflowAgentStart",
+        "ToolWorkflowRunEnd",
+        "ToolWorkflowRunStart",
+        "TurnEnd",
+        "TurnStart",
+        "UserMessageEvent",
+    ),
+    "._follow": ("TreeFollower",),
+    "._memory": ("InMemoryEventStore",),
+    "._projections": (
+        "StatusProjection",
+        "StatusView",
+        "TranscriptProjection",
+        "UsageProjection",
+        "UsageView",
+        "fold",
+    ),
+    "._repair": (
+        "DEFAULT_CRASH_RETRIES",
+        "KnownOutcome",
+        "crash_recovery",
+        "has_open_turn",
+        "interrupted_turn_closers",
+    ),
+    "._session": ("Session",),
+    "._sqlite": ("SqliteEventStore", "parse_store_url"),
+    "._store": ("EventStore", "Lease"),
+}
+__getattr__, __dir__ = lazy_names(__name__, globals(), _SOURCES)

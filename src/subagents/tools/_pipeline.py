@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, cast
-
-from jsonschema import ValidationError
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import ErrorCode, SubagentsError
 from ..messages import JsonObject, ToolCallBlock
 from ._definition import ToolContext, ToolResult, ToolSpec
 from ._registry import ToolScope
+
+if TYPE_CHECKING:  # annotations only
+    from jsonschema import ValidationError
 
 __all__ = [
     "CheckedCall",
