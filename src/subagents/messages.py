@@ -33,19 +33,21 @@ JsonValue: TypeAlias = Any
 JsonObject: TypeAlias = dict[str, Any]
 
 
-class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="kind"):
+# gc=False on every Struct here: messages are immutable data that never refer back to what
+# holds them, so the cycle collector need not track (and rescan) the many a tree keeps.
+class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="kind", gc=False):
     """Plain text in a message: the visible answer of an assistant, or a user's words."""
 
     text: str
 
 
-class ReasoningBlock(msgspec.Struct, frozen=True, tag="reasoning", tag_field="kind"):
+class ReasoningBlock(msgspec.Struct, frozen=True, tag="reasoning", tag_field="kind", gc=False):
     """Reasoning text the model streamed beside its answer (not part of `AssistantMessage.text`)."""
 
     text: str
 
 
-class ToolCallBlock(msgspec.Struct, frozen=True, tag="tool-call", tag_field="kind"):
+class ToolCallBlock(msgspec.Struct, frozen=True, tag="tool-call", tag_field="kind", gc=False):
     """A tool call as the model wrote it; `arguments` is the raw JSON string."""
 
     id: str
@@ -56,14 +58,14 @@ class ToolCallBlock(msgspec.Struct, frozen=True, tag="tool-call", tag_field="kin
 ContentBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock
 
 
-class MessageSource(msgspec.Struct, frozen=True):
+class MessageSource(msgspec.Struct, frozen=True, gc=False):
     """Who put a message into an agent's inbox: `user`, `parent`, `notice`, `runtime`, ..."""
 
     kind: str = "user"
     name: str | None = None
 
 
-class UserMessage(msgspec.Struct, frozen=True, tag="user", tag_field="role"):
+class UserMessage(msgspec.Struct, frozen=True, tag="user", tag_field="role", gc=False):
     """Input to an agent in the user role: a prompt, steering, injected context or a notice.
 
     `source` says who sent it; build one with `user_message`.
@@ -79,7 +81,7 @@ class UserMessage(msgspec.Struct, frozen=True, tag="user", tag_field="role"):
         return "".join(block.text for block in self.content)
 
 
-class AssistantMessage(msgspec.Struct, frozen=True, tag="assistant", tag_field="role"):
+class AssistantMessage(msgspec.Struct, frozen=True, tag="assistant", tag_field="role", gc=False):
     """One model response: its text, reasoning and tool-call blocks in the order they streamed.
 
     Attributes:
@@ -111,7 +113,7 @@ class AssistantMessage(msgspec.Struct, frozen=True, tag="assistant", tag_field="
         return tuple(b for b in self.content if isinstance(b, ToolCallBlock))
 
 
-class ToolResultMessage(msgspec.Struct, frozen=True, tag="tool", tag_field="role"):
+class ToolResultMessage(msgspec.Struct, frozen=True, tag="tool", tag_field="role", gc=False):
     """The outcome of one tool call, as the model sees it.
 
     Attributes:
@@ -131,7 +133,7 @@ class ToolResultMessage(msgspec.Struct, frozen=True, tag="tool", tag_field="role
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
 
 
-class Usage(msgspec.Struct, frozen=True):
+class Usage(msgspec.Struct, frozen=True, gc=False):
     """Token counts of model calls; `+` adds two of them.
 
     As the adapters report them, `cache_read_tokens` (the prompt tokens served from the

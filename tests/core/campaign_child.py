@@ -37,6 +37,7 @@ from collections.abc import Callable
 from subagents.core import SessionEventPosted
 from subagents.delegation import DelegationRuntime
 from subagents.sessions import InboxSpliced, SqliteEventStore
+from subagents.sessions._sqlite import WRITE_WINDOW
 from subagents.testing import ScriptedModel
 
 __all__ = ["CHILDREN", "PROMPT", "SCRIPT", "answer"]
@@ -161,7 +162,10 @@ async def main(args: argparse.Namespace) -> None:
         kill_on = (name, int(seq))
     async with DelegationRuntime(
         model=ScriptedModel.from_file(args.script),
-        store=SqliteEventStore(args.store),
+        # With --kill-settling the kill point is a child's turn/end posted while the rest of
+        # the tree is still quiet: a write is sent at the end of its loop iteration, not held
+        # for the default window (in which the settlement notice would catch up with it).
+        store=SqliteEventStore(args.store, write_window=0 if args.kill_settling else WRITE_WINDOW),
         cwd=os.path.dirname(args.store),
         model_spec=f"scripted:{args.script}",
     ) as runtime:

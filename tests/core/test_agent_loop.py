@@ -395,6 +395,22 @@ async def test_inject_on_idle_waits_and_enters_before_the_next_prompt(clock: Fak
     model.assert_complete()
 
 
+async def test_wake_runs_next_step_input_an_idle_agent_holds(clock: FakeClock) -> None:
+    """What a crash can leave: a steered message accepted, the turn it was for gone. `wake`
+    (what a resume calls) opens a turn for it, as for pending next-turn work."""
+    model = scripted("lead:\n  - text: took it in\n", clock)
+    async with runtime(model, clock) as rt:
+        agent = await rt.create_agent()
+        await agent.inject("a child finished")
+        assert agent.status == "idle"
+        assert agent.wake() is True
+        await agent.when_idle()
+        assert entered(agent) == [(1, "a child finished")]
+        assert agent.inbox.next_step == []
+        assert agent.wake() is False  # nothing left
+    model.assert_complete()
+
+
 async def test_first_step_claims_all_next_step_items_then_one_next_turn_item(
     clock: FakeClock,
 ) -> None:

@@ -462,8 +462,9 @@ CRASH_CHILD = Path(__file__).with_name("structured_crash_child.py")
 
 
 async def test_an_answer_recorded_before_a_crash_is_announced_on_resume(tmp_path: Path) -> None:
-    """SIGKILL right after the extractor's `structured_output` result is durable, before its
-    settlement is recorded. A fresh runtime resumes it sealed: it settles with that value."""
+    """SIGKILL once the extractor's turn that recorded its `structured_output` result is
+    durable, before its settlement is. A fresh runtime resumes it sealed: it settles with that
+    value."""
     path = tmp_path / "state.db"
     killed = await asyncio.to_thread(
         subprocess.run,

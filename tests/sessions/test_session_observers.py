@@ -1,11 +1,9 @@
 """A session tells its observers of every record before `flush` returns.
 
-A store acknowledges a write by resolving its future; the session's done-callback then runs
-on a later turn of the event loop. Awaiting a future that is already done does not yield,
-so a `flush` right after the acknowledgement used to return before that callback ran, and
-an agent disposed then (it stops observing after its flush) never posted its last records:
-under a slow disk, a stream lost whole children. Here the acknowledgement is held back by
-the test, on a real in-memory store.
+A store tells each write's outcome to the session's `done` callback before the future it
+returned resolves. An agent disposed right after its flush stops observing, so a record told
+later would never be posted: under a slow disk, a stream once lost whole children. Here the
+acknowledgement is held back by the test, on a real in-memory store.
 """
 
 from __future__ import annotations
@@ -15,7 +13,14 @@ from collections.abc import Sequence
 
 from subagents._clock import FakeClock
 from subagents.ids import SessionId, new_session_id
-from subagents.sessions import EventRecord, InMemoryEventStore, Session, SessionHeader, TurnStart
+from subagents.sessions import (
+    EventRecord,
+    InMemoryEventStore,
+    Session,
+    SessionHeader,
+    TurnStart,
+    WriteDone,
+)
 
 
 class HeldAcks:
@@ -24,12 +29,34 @@ class HeldAcks:
     def __init__(self, inner: InMemoryEventStore) -> None:
         self.inner = inner
         self.acks: list[asyncio.Future[None]] = []
+        self.dones: list[WriteDone] = []
 
-    def append(self, session_id: SessionId, records: Sequence[EventRecord]) -> asyncio.Future[None]:
+    def append(
+        self,
+        session_id: SessionId,
+        records: Sequence[EventRecord],
+        *,
+        done: WriteDone | None = None,
+    ) -> asyncio.Future[None]:
         self.inner.append(session_id, records)
         ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.acks.append(ack)
+        if done is not None:
+            self.dones.append(done)
         return ack
+
+    def flush(self) -> asyncio.Future[None]:
+        """Resolves once every write so far is acknowledged (as a store's barrier does)."""
+        barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.acks.append(barrier)
+        return barrier
+
+    def acknowledge(self) -> None:
+        """What a store does: tell each write's outcome in order, then resolve its future."""
+        for done in self.dones:
+            done(None)
+        for ack in self.acks:
+            ack.set_result(None)
 
 
 async def test_flush_returns_only_after_observers_saw_every_acknowledged_record() -> None:
@@ -42,10 +69,10 @@ async def test_flush_returns_only_after_observers_saw_every_acknowledged_record(
         session.observe(lambda _, record: seen.append(record.seq))
         for turn in (1, 2, 3):
             session.submit(TurnStart(turn=turn))
-        for ack in store.acks:
-            ack.set_result(None)  # acknowledged; the callbacks are only queued
+        assert seen == []  # nothing is durable yet
+        store.acknowledge()
         await session.flush()
         assert seen == [0, 1, 2]
-        await asyncio.sleep(0)  # the queued callbacks run now: nothing is told twice
+        await asyncio.sleep(0)  # nothing is told twice
         assert seen == [0, 1, 2]
         assert [r.seq for r in await inner.read(header.id, tenant="default")] == [0, 1, 2]

@@ -20,7 +20,7 @@ from subagents.core import Agent, AgentRuntime
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
 from subagents.messages import JsonObject, JsonValue, ToolCallBlock
-from subagents.sessions import EventRecord, ToolCallEvent, ToolResultEvent
+from subagents.sessions import EventRecord, ToolCallEvent, ToolResultEvent, WriteDone
 from subagents.testing import FakeClock, InMemoryEventStore, ScriptedModel, ToolCallContext
 from subagents.tools import ToolOutcome, ToolRegistry, ToolSpec, execute_tool, tool
 
@@ -118,28 +118,43 @@ class HeldStore(InMemoryEventStore):
 
     def __init__(self) -> None:
         super().__init__()
-        self.held: list[asyncio.Future[None]] = []
+        self.held: list[tuple[asyncio.Future[None], WriteDone | None]] = []
         self.holding = False
         self.call_submitted = asyncio.Event()
 
-    def append(self, session_id: SessionId, records: Sequence[EventRecord]) -> asyncio.Future[None]:
-        written = super().append(session_id, records)
+    def append(
+        self,
+        session_id: SessionId,
+        records: Sequence[EventRecord],
+        *,
+        done: WriteDone | None = None,
+    ) -> asyncio.Future[None]:
         if any(isinstance(record.event, ToolCallEvent) for record in records):
             self.holding = True
             self.call_submitted.set()
         if not self.holding:
-            return written
+            return super().append(session_id, records, done=done)
+        super().append(session_id, records)  # stored, but not acknowledged until released
         held: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.held.append(held)
+        self.held.append((held, done))
         return held
 
+    def flush(self) -> asyncio.Future[None]:
+        if not self.holding:
+            return super().flush()
+        barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.held.append((barrier, None))
+        return barrier
+
     def durable(self) -> bool:
-        return all(held.done() for held in self.held)
+        return all(held.done() for held, _ in self.held)
 
     def release(self) -> None:
         self.holding = False
-        for held in self.held:
+        for held, done in self.held:
             if not held.done():
+                if done is not None:
+                    done(None)
                 held.set_result(None)
 
 

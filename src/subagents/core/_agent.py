@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .._task_owner import TaskOwner
-from ..errors import ClosedError, ErrorCode, StoreError, UsageError
+from ..errors import ClosedError, ErrorCode, UsageError
 from ..ids import SessionId
 from ..messages import Message, MessageSource, UserMessage, user_message
 from ..models import Model
@@ -284,11 +284,14 @@ class Agent:
         return await self.send(message, target="next-step", wake=False)
 
     def wake(self) -> bool:
-        """Run pending next-turn work (after a resume); False when there is none.
+        """Run pending work (after a resume); False when there is none.
 
-        A turn left waiting for an approval is work: it takes its wait up again.
+        Pending input of either list is work: a turn's first step claims every next-step
+        item too. A crash can leave a steered message (a settlement notice, say) accepted but
+        never claimed, once the turn it was meant for ended or was cut off. A turn left
+        waiting for an approval is work: it takes its wait up again.
         """
-        if self._disposed or not (self.inbox.next_turn or self.waiting is not None):
+        if self._disposed or not (self.inbox or self.waiting is not None):
             return False
         self._wake = True
         self._kick()
@@ -402,13 +405,21 @@ class Agent:
             except Exception:
                 log.exception("a disposer of agent %s failed", self.name)
         await self._tasks.aclose()
-        try:
-            await self.session.flush()  # quiescence includes the log: everything is durable
-        except StoreError:
-            log.exception("agent %s was disposed with writes that failed", self.name)
         self.tools.close()
-        self._stop_posting()
         self._idle.set()
+        # No wait for the disk here: the store commits in submission order, so the next
+        # acknowledgement anyone gets (the parent's tool result, the run's end, a flush)
+        # covers these records too. The last of them are posted once the store has told
+        # their outcome, and only then is the agent announced gone, so a follower of the
+        # bus sees its whole log.
+        self.session.when_told(self._gone)
+
+    def _gone(self) -> None:
+        """After disposal, once the store has told every write: stop posting, announce it."""
+        broken = self.session.broken
+        if broken is not None:
+            log.error("agent %s was disposed with writes that failed: %s", self.name, broken)
+        self._stop_posting()
         self.bus.emit(AgentDisposed(self.id, self.name))
 
     def live_tasks(self) -> int:

@@ -344,8 +344,12 @@ class AgentRuntime(AsyncResource):
             cwd=self.cwd,
             model_spec=self.model_spec,
         )
-        await self.store.create(header)
-        await self.hold(header.id)
+        created = self.store.create(header)
+        self.store.flush()  # it goes now (a store may hold writes back to batch them)
+        try:
+            await self.hold(header.id)  # written after the header: one wait covers both
+        finally:
+            await created
         return self._publish(Session(header, self.store, self.clock), config or AgentConfig())
 
     async def resume_agent(
@@ -708,7 +712,9 @@ class AgentRuntime(AsyncResource):
             self.set_max_tokens(agent, cap)
         first = agent.session.next_seq
         try:
-            await agent.followup(prompt)
+            # Not acknowledged on its own: the run's end below, which waits for the whole
+            # log to be durable, acknowledges the prompt with everything after it.
+            await agent.send(prompt, target="next-turn", wake=True, durable=False)
             await self.wait_quiescent()
             await self.store.flush()
         finally:

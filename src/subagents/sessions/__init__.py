@@ -85,7 +85,7 @@ if TYPE_CHECKING:
     )
     from ._session import Session as Session
     from ._sqlite import SqliteEventStore as SqliteEventStore, parse_store_url as parse_store_url
-    from ._store import EventStore as EventStore, Lease as Lease
+    from ._store import EventStore as EventStore, Lease as Lease, WriteDone as WriteDone
 
 __all__ = [
     "ApprovalDecided",
@@ -145,6 +145,7 @@ __all__ = [
     "UsageView",
     "UserMessageEvent",
     "WaitingStep",
+    "WriteDone",
     "approval_requests",
     "crash_recovery",
     "decode_outcome",
@@ -232,6 +233,6 @@ _SOURCES = {
     ),
     "._session": ("Session",),
     "._sqlite": ("SqliteEventStore", "parse_store_url"),
-    "._store": ("EventStore", "Lease"),
+    "._store": ("EventStore", "Lease", "WriteDone"),
 }
 __getattr__, __dir__ = lazy_names(__name__, globals(), _SOURCES)

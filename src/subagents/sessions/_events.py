@@ -74,7 +74,7 @@ HEADER_VERSION = 1
 """v1: id, tenant, created_at, cwd, parent, root, origin, depth, model_spec, seed_length."""
 
 
-class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
+class SessionHeader(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Immutable facts about a session, stored beside its log."""
 
     id: SessionId
@@ -96,7 +96,12 @@ class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
         return self.root if self.root is not None else self.id
 
 
-class _Event(msgspec.Struct, frozen=True, tag_field="kind", kw_only=True, omit_defaults=True):
+# gc=False: events are immutable data that never hold a reference back to anything that holds
+# them, so the collector need not track them; a tree of thousands of children keeps hundreds of
+# thousands in memory, and tracking them made every collection scan them all.
+class _Event(
+    msgspec.Struct, frozen=True, tag_field="kind", kw_only=True, omit_defaults=True, gc=False
+):
     v: int = 1
 
 
@@ -551,7 +556,7 @@ SUPPORTED_VERSIONS["subagent/descriptor"] = frozenset({2, 3})
 # v3 adds output_schema and budget_*; v2 payloads read with those absent.
 
 
-class EventRecord(msgspec.Struct, frozen=True):
+class EventRecord(msgspec.Struct, frozen=True, gc=False):
     """An event as committed: its position in the session's log and its time."""
 
     seq: int

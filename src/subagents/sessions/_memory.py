@@ -11,7 +11,7 @@ from ..errors import ConcurrencyConflict, DuplicateError, ErrorCode, NotFoundErr
 from ..ids import SessionId
 from ._commands import CommandRow, CommandState
 from ._events import EventRecord, SessionHeader, decode_event, encode_event
-from ._store import Lease
+from ._store import Lease, WriteDone
 
 __all__ = ["InMemoryEventStore"]
 
@@ -48,7 +48,14 @@ class InMemoryEventStore(AsyncResource):
         self._check_open()
         return _done()
 
-    def append(self, session_id: SessionId, records: Sequence[EventRecord]) -> asyncio.Future[None]:
+    def append(
+        self,
+        session_id: SessionId,
+        records: Sequence[EventRecord],
+        *,
+        done: WriteDone | None = None,
+    ) -> asyncio.Future[None]:
+        """Check and store `records` at once; `done` (if given) is told before this returns."""
         self._check_open()
         log = self._logs.get(session_id)
         if log is None:
@@ -69,6 +76,8 @@ class InMemoryEventStore(AsyncResource):
         ]
         log.extend(checked)
         self._changes += 1
+        if done is not None:
+            done(None)
         return _done()
 
     async def read(

@@ -44,9 +44,11 @@ class Session:
         self.records: list[EventRecord] = list(records)
         self._observers: list[SessionObserver] = []
         self._broken: StoreError | None = None
-        self._last: asyncio.Future[None] | None = None
-        self._unseen: deque[tuple[list[EventRecord], asyncio.Future[None]]] = deque()
-        """Writes submitted whose outcome observers have not been told yet, oldest first."""
+        self._submitted = 0
+        """Writes handed to the store."""
+        self._told = 0
+        """Writes whose outcome the store has told (in submission order)."""
+        self._when_told: deque[tuple[int, Callable[[], None]]] = deque()
 
     @property
     def id(self) -> SessionId:
@@ -74,19 +76,19 @@ class Session:
         """Hand `events` to the store in one write without waiting for it."""
         self._check()
         now = self.clock.now() if time is None else time
-        records = [EventRecord(self.next_seq + i, now, e) for i, e in enumerate(events)]
+        base = len(self.records)
+        records = [EventRecord(base + i, now, e) for i, e in enumerate(events)]
+        # In the log before the store is asked: a store that commits at once (in memory)
+        # tells the observers inside `append`, and they may read the log.
+        self.records.extend(records)
+        self._submitted += 1
         try:
-            pending = self.store.append(self.id, records)
+            self.store.append(self.id, records, done=lambda error: self._committed(records, error))
         except StoreError as exc:
+            self._submitted -= 1
+            del self.records[base:]
             self._broken = exc
             raise
-        self.records.extend(records)
-        self._last = pending
-        self._unseen.append((records, pending))
-        if pending.done():  # an in-memory store: committed already
-            self._take_commits()
-        else:
-            pending.add_done_callback(lambda _: self._take_commits())
         return records
 
     def submit(self, event: SessionEvent, *, time: float | None = None) -> EventRecord:
@@ -102,26 +104,18 @@ class Session:
     async def flush(self) -> None:
         """Wait until everything submitted so far is durable; raise if a write failed.
 
-        Observers have seen every record by then: a write the store has acknowledged may
-        still have its done-callback queued (awaiting a future that is already done does not
-        yield), so the commits are taken here too. Without it, an agent disposed right after
-        a flush stopped observing before its last records were posted.
+        The store tells each write's outcome (and so the observers) before the future it
+        returned resolves, so observers have seen every record by then.
         """
-        if self._last is not None:
-            await _finish(self._last)
-        self._take_commits()
+        if self._told < self._submitted:
+            # The store's barrier sends what it holds at once; this session's writes are
+            # before it, so their outcomes are told when it resolves.
+            await _finish(self.store.flush())
         self._check()
 
-    def _take_commits(self) -> None:
-        """Tell observers of every write that has finished, in submission order, once."""
-        while self._unseen and self._unseen[0][1].done():
-            records, done = self._unseen.popleft()
-            self._committed(records, done)
-
-    def _committed(self, records: list[EventRecord], done: asyncio.Future[None]) -> None:
-        if done.cancelled():
-            return
-        error = done.exception()
+    def _committed(self, records: list[EventRecord], error: BaseException | None) -> None:
+        """One write's outcome, told by the store in submission order."""
+        self._told += 1
         if error is not None:
             if self._broken is None:
                 self._broken = (
@@ -129,13 +123,38 @@ class Session:
                     if isinstance(error, StoreError)
                     else StoreError(str(error), code=ErrorCode.STORE)
                 )
-            return
-        for record in records:
-            for observer in tuple(self._observers):
-                try:
-                    observer(self, record)
-                except Exception:
-                    log.exception("session observer failed on %s", record.kind)
+        else:
+            for record in records:
+                for observer in tuple(self._observers):
+                    try:
+                        observer(self, record)
+                    except Exception:
+                        log.exception("session observer failed on %s", record.kind)
+        while self._when_told and self._when_told[0][0] <= self._told:
+            self._run(self._when_told.popleft()[1])
+
+    @property
+    def broken(self) -> StoreError | None:
+        """The failed write that broke this session, if one did."""
+        return self._broken
+
+    def when_told(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once every write submitted so far has been told (now, if it has).
+
+        Told means committed and seen by the observers, or failed (see `broken`).
+        """
+        target = self._submitted
+        if self._told >= target:
+            self._run(callback)
+        else:
+            self._when_told.append((target, callback))
+
+    @staticmethod
+    def _run(callback: Callable[[], None]) -> None:
+        try:
+            callback()
+        except Exception:
+            log.exception("a session's when_told callback failed")
 
 
 async def _finish(future: asyncio.Future[None]) -> None:

@@ -1,8 +1,10 @@
 """The durable `EventStore`: one SQLite file in WAL mode, written by one thread with group commit.
 
-`append` validates on the caller's thread and enqueues; the writer thread takes everything
-queued (up to `batch_max` records), writes it in one `BEGIN IMMEDIATE ... COMMIT`, and only then
-resolves each append's future, so an acknowledged event is in the WAL. Reads use a separate
+`append` validates on the caller's thread and adds the write to the loop's outbox; at the end of
+the loop iteration the outbox goes to the writer thread as one batch (one queue item, one
+future), so the many small writes of one step cross threads once. The writer takes every batch
+queued (up to about `batch_max` records), writes them in one `BEGIN IMMEDIATE ... COMMIT`, and
+only then resolves their futures, so an acknowledged event is in the WAL. Reads use a separate
 connection from a worker thread (`asyncio.to_thread`): the event loop never blocks on SQLite.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import queue
 import re
 import sqlite3
@@ -41,12 +44,11 @@ from ._events import (
     encode_header,
 )
 from ._migrations import open_database
-from ._store import Lease
+from ._store import Lease, WriteDone
 
 __all__ = ["SqliteEventStore", "parse_store_url"]
 
 _Row = tuple[str, int, str, int, float, bytes]
-_Result = tuple[asyncio.Future[None], BaseException | None]
 _INSERT_EVENT = "INSERT INTO events (session_id, seq, kind, v, time, payload) VALUES (?,?,?,?,?,?)"
 _INSERT_SESSION = (
     "INSERT OR IGNORE INTO sessions (id, tenant, parent, root, created_at, header) "
@@ -86,7 +88,9 @@ def parse_store_url(url: str) -> Path:
 class _Append:
     session_id: SessionId
     rows: list[_Row]
-    future: asyncio.Future[None]
+    future: asyncio.Future[None] | None
+    """This write's own future; None when its outcome goes to `done` instead."""
+    done: WriteDone | None = None
 
 
 @dataclass(slots=True)
@@ -104,16 +108,36 @@ class _Create:
     future: asyncio.Future[None]
 
 
+_Item = _Append | _Create | _Call
+
+
+@dataclass(slots=True)
+class _Batch:
+    """One loop iteration's writes, in submission order, and the future they share."""
+
+    items: list[_Item]
+    future: asyncio.Future[None]
+    size: int
+
+
 @dataclass(slots=True)
 class _Outcome:
-    """What the writer hands back to the loop for one batch."""
+    """What the writer hands back to the loop for one transaction."""
 
-    results: list[_Result] = field(default_factory=list[_Result])
+    results: list[tuple[_Item, BaseException | None]] = field(
+        default_factory=list[tuple[_Item, BaseException | None]]
+    )
+    batches: list[asyncio.Future[None]] = field(default_factory=list[asyncio.Future[None]])
+    failure: StoreError | None = None
+    """Set when the whole transaction was rolled back."""
     forget: set[SessionId] = field(default_factory=lambda: set[SessionId]())
     created: list[SessionId] = field(default_factory=list[SessionId])
 
 
 _STOP = object()
+log = logging.getLogger("subagents.sessions")
+WRITE_WINDOW = 0.002
+"""The longest a write waits in the outbox for others to share its commit, unless awaited."""
 LEASE_RENEW_SECONDS = 10.0
 """How often the writer renews the leases this store holds (they last 30 s)."""
 
@@ -127,6 +151,9 @@ class SqliteEventStore(AsyncResource):
             (it also survives a power loss, at the cost of an fsync per commit).
         batch_max: about the most records (events, or one per created session) the writer
             commits in one transaction.
+        write_window: the longest, in seconds, a write nobody waits for is held back to share
+            its commit with later ones (0: until the end of the event loop's iteration).
+            A write somebody waits for (a flush, a lease, a command) goes at once.
     """
 
     def __init__(
@@ -135,18 +162,27 @@ class SqliteEventStore(AsyncResource):
         *,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         batch_max: int = 512,
+        write_window: float = WRITE_WINDOW,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigError(f"synchronous must be NORMAL or FULL, got {synchronous!r}")
         if batch_max < 1:
             raise ConfigError(f"batch_max must be at least 1, got {batch_max}")
+        if not 0 <= write_window <= 1:
+            raise ConfigError(f"write_window must be between 0 and 1 second, got {write_window}")
+        self._write_window = write_window
         self.path = Path(path)
         self.commits = 0
         """Transactions the writer has committed (group commit makes it smaller than appends)."""
         self._synchronous: Literal["NORMAL", "FULL"] = synchronous
         self._batch_max = batch_max
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: queue.SimpleQueue[_Append | _Create | _Call | object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Batch | object] = queue.SimpleQueue()
+        self._outbox: list[_Item] = []  # loop thread: this iteration's writes, not yet sent
+        self._outbox_size = 0
+        self._shared: asyncio.Future[None] | None = None  # the outbox's future
+        self._timer: asyncio.TimerHandle | None = None  # sends the outbox when its window ends
+        self._in_flight = 0  # loop thread: batches sent whose outcome is not told yet
         self._next: dict[SessionId, int] = {}  # loop thread: next seq per touched session
         self._wnext: dict[SessionId, int] = {}  # writer thread: next seq as committed
         self._wconn: sqlite3.Connection | None = None
@@ -174,6 +210,7 @@ class SqliteEventStore(AsyncResource):
     async def _close(self) -> None:
         """Drain pending appends, stop the writer and close the connections."""
         if self._writer is not None:
+            self._send()
             self._queue.put(_STOP)
         await asyncio.to_thread(self._shutdown)  # runs to the end even if we are cancelled
 
@@ -187,30 +224,76 @@ class SqliteEventStore(AsyncResource):
 
     # writes
 
+    def _enqueue(self, item: _Item, size: int, *, now: bool = False) -> asyncio.Future[None]:
+        """Add `item` to the outbox; it goes to the writer with the batch it is part of.
+
+        A batch goes when someone waits for it (`flush`, a lease or a command: `now`), when
+        it holds `batch_max` records, or `write_window` seconds after its first write,
+        whichever comes first. Waking the writer thread costs the loop a hand-over of the
+        GIL, so a run that nobody waits on pays it once per window, not once per write.
+        """
+        shared = self._shared
+        if shared is None:
+            assert self._loop is not None
+            shared = self._shared = self._loop.create_future()
+            if self._write_window:
+                self._timer = self._loop.call_later(self._write_window, self._send)
+            else:
+                self._loop.call_soon(self._send)
+        self._outbox.append(item)
+        self._outbox_size += size
+        if now or self._outbox_size >= self._batch_max:
+            self._send()
+        return shared
+
+    def _send(self) -> None:
+        """Hand the outbox to the writer as one batch (on the loop)."""
+        shared = self._shared
+        if shared is None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._queue.put(_Batch(self._outbox, shared, self._outbox_size))
+        self._in_flight += 1
+        self._outbox = []
+        self._outbox_size = 0
+        self._shared = None
+
     def create(self, header: SessionHeader) -> asyncio.Future[None]:
         """Enqueue `header` (through the writer, so creates are group-committed too)."""
         self._check_open()
         assert self._loop is not None
         row = (header.id, header.tenant, header.parent, header.root_id, header.created_at)
         future: asyncio.Future[None] = self._loop.create_future()
-        self._queue.put(_Create(header, (*row, encode_header(header)), future))
+        self._enqueue(_Create(header, (*row, encode_header(header)), future), 1)
         self._next.setdefault(header.id, 0)
         return future
 
     def flush(self) -> asyncio.Future[None]:
         """A future that resolves once every write submitted before it is committed."""
         self._check_open()
-        assert self._loop is not None
-        future: asyncio.Future[None] = self._loop.create_future()
-        self._queue.put(_Append(SessionId(""), [], future))
-        return future
+        if self._shared is None and not self._in_flight:
+            assert self._loop is not None
+            settled: asyncio.Future[None] = self._loop.create_future()
+            settled.set_result(None)  # every batch sent was told: nothing to wait for
+            return settled
+        return self._enqueue(_Append(SessionId(""), [], None), 0, now=True)
 
-    def append(self, session_id: SessionId, records: Sequence[EventRecord]) -> asyncio.Future[None]:
+    def append(
+        self,
+        session_id: SessionId,
+        records: Sequence[EventRecord],
+        *,
+        done: WriteDone | None = None,
+    ) -> asyncio.Future[None]:
         """Check and enqueue `records`; the future resolves once they are committed.
 
         A wrong seq for a session this store has written is refused here, synchronously. A
         session it has not touched yet (say, after a restart) is checked by the writer against
-        the file, so `NotFoundError` or `ConcurrencyConflict` then arrives through the future.
+        the file, so `NotFoundError` or `ConcurrencyConflict` then arrives through the future,
+        or, with `done`, through `done` (the returned future is then shared with the other
+        writes of this loop iteration and only says the batch was handled).
         """
         self._check_open()
         assert self._loop is not None
@@ -227,8 +310,11 @@ class SqliteEventStore(AsyncResource):
         rows: list[_Row] = [
             (session_id, r.seq, r.kind, r.event.v, r.time, encode_event(r.event)) for r in records
         ]
-        future: asyncio.Future[None] = self._loop.create_future()
-        self._queue.put(_Append(session_id, rows, future))
+        if done is None:  # its own future: someone is about to wait for it
+            future: asyncio.Future[None] = self._loop.create_future()
+            self._enqueue(_Append(session_id, rows, future), len(rows), now=True)
+        else:
+            future = self._enqueue(_Append(session_id, rows, None, done), len(rows))
         if records:
             # A session this process has not written yet is checked by the writer instead.
             self._next[session_id] = base + len(records)
@@ -240,43 +326,42 @@ class SqliteEventStore(AsyncResource):
         try:
             stop = False
             while not stop:
-                batch: list[_Append | _Create | _Call] = []
+                batches: list[_Batch] = []
                 size = 0
                 if time.time() - self._renewed > LEASE_RENEW_SECONDS:
                     self._renew_leases(conn)
                 try:
-                    item = self._queue.get(timeout=LEASE_RENEW_SECONDS)
+                    taken = self._queue.get(timeout=LEASE_RENEW_SECONDS)
                 except queue.Empty:
                     continue
                 while True:
-                    if item is _STOP:
+                    if taken is _STOP:
                         stop = True
                         break
-                    assert isinstance(item, _Append | _Create | _Call)
-                    batch.append(item)
-                    size += len(item.rows) if isinstance(item, _Append) else 1
+                    assert isinstance(taken, _Batch)
+                    batches.append(taken)
+                    size += taken.size
                     if size >= self._batch_max:
                         break
                     try:
-                        item = self._queue.get_nowait()
+                        taken = self._queue.get_nowait()
                     except queue.Empty:
                         break
-                if batch:
-                    self._settle(self._write_batch(conn, batch))
+                if batches:
+                    self._settle(self._write_batch(conn, batches))
         finally:
             conn.close()
             self._wconn = None
 
-    def _write_batch(
-        self, conn: sqlite3.Connection, batch: list[_Append | _Create | _Call]
-    ) -> _Outcome:
-        """Write `batch` in one transaction (group commit); on failure roll all of it back."""
-        outcome = _Outcome()
-        culprit: _Append | _Create | _Call | None = None
+    def _write_batch(self, conn: sqlite3.Connection, batches: list[_Batch]) -> _Outcome:
+        """Write `batches` in one transaction (group commit); on failure roll all of it back."""
+        outcome = _Outcome(batches=[b.future for b in batches])
+        batch = [item for b in batches for item in b.items]
+        culprit: _Item | None = None
         try:
             conn.execute("BEGIN IMMEDIATE")
             for culprit in batch:
-                outcome.results.append((culprit.future, self._write_item(conn, culprit, outcome)))
+                outcome.results.append((culprit, self._write_item(conn, culprit, outcome)))
             culprit = None
             conn.execute("COMMIT")
         except Exception as exc:  # fail every waiter of the batch, never strand one
@@ -286,16 +371,20 @@ class SqliteEventStore(AsyncResource):
             touched = {_session_of(item) for item in batch}
             for sid in touched:
                 self._wnext.pop(sid, None)  # reloaded from the db on next touch
-            failed = _Outcome(forget=touched)
+            failed = _Outcome(
+                forget=touched,
+                batches=outcome.batches,
+                failure=_write_error(exc, batch[0], self.path, culprit=False),
+            )
             for item in batch:
                 error = _write_error(exc, item, self.path, culprit=item is culprit)
-                failed.results.append((item.future, error))
+                failed.results.append((item, error))
             return failed
         self.commits += 1
         return outcome
 
     def _write_item(
-        self, conn: sqlite3.Connection, item: _Append | _Create | _Call, outcome: _Outcome
+        self, conn: sqlite3.Connection, item: _Item, outcome: _Outcome
     ) -> BaseException | None:
         if isinstance(item, _Call):
             item.fn(conn)
@@ -348,13 +437,31 @@ class SqliteEventStore(AsyncResource):
             self._next.pop(sid, None)
         for sid in outcome.created:
             self._next.setdefault(sid, 0)
-        for future, error in outcome.results:
+        for item, error in outcome.results:
+            future = item.future
+            if future is None:
+                assert isinstance(item, _Append)
+                if item.done is not None:
+                    try:
+                        item.done(error)
+                    except Exception:
+                        log.exception("a write's done callback failed")
+                continue
             if future.done():  # the waiter was cancelled; the write stands
                 continue
             if error is None:
                 future.set_result(None)
             else:
                 future.set_exception(error)
+        self._in_flight -= len(outcome.batches)
+        for shared in outcome.batches:
+            if shared.done():
+                continue
+            if outcome.failure is None:
+                shared.set_result(None)  # each write's own outcome went to its future or `done`
+            else:
+                shared.set_exception(outcome.failure)
+                shared.exception()  # told through `done` already: never "unretrieved" at exit
 
     # leases (through the writer, each in the batch's transaction)
 
@@ -362,7 +469,7 @@ class SqliteEventStore(AsyncResource):
         self._check_open()
         assert self._loop is not None
         future: asyncio.Future[None] = self._loop.create_future()
-        self._queue.put(_Call(fn, future))
+        self._enqueue(_Call(fn, future), 1, now=True)
         await future
 
     async def acquire_lease(
@@ -616,15 +723,13 @@ def _command(row: Sequence[Any]) -> CommandRow:
     )
 
 
-def _session_of(item: _Append | _Create | _Call) -> SessionId:
+def _session_of(item: _Item) -> SessionId:
     if isinstance(item, _Call):
         return SessionId("")
     return item.header.id if isinstance(item, _Create) else item.session_id
 
 
-def _write_error(
-    exc: Exception, item: _Append | _Create | _Call, path: Path, *, culprit: bool
-) -> StoreError:
+def _write_error(exc: Exception, item: _Item, path: Path, *, culprit: bool) -> StoreError:
     if culprit and isinstance(exc, sqlite3.IntegrityError):
         return ConcurrencyConflict(
             f'append to session "{_session_of(item)}" collided with events already in the store '

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
@@ -12,7 +12,11 @@ from ..ids import SessionId
 from ._commands import CommandRow, CommandState
 from ._events import EventRecord, SessionHeader
 
-__all__ = ["EventStore", "Lease"]
+__all__ = ["EventStore", "Lease", "WriteDone"]
+
+
+WriteDone = Callable[[BaseException | None], None]
+"""Told the outcome of one write (None: committed) on the event loop, in submission order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +46,10 @@ class EventStore(Protocol):
       must equal the stored next seq, else `ConcurrencyConflict`, and nothing is written. It
       enqueues synchronously (so two calls made in order are committed in order) and returns
       an asyncio future that resolves once the records are durable (in the SQLite WAL); a
-      failure leaves none of that call's records stored.
+      failure leaves none of that call's records stored. With `done`, the outcome of the
+      write (None, or the error) is given to `done` on the event loop, in submission order,
+      before the returned future resolves; that future may then be shared with other writes
+      (one per batch, not one per write) and fails only when the whole batch did.
     - `read` returns records in seq order from `from_seq` (at most `limit`); `get_header` and
       `read` raise `NotFoundError` for an unknown id or an id of another tenant.
     - `list_headers` returns headers newest first; `roots_only` keeps sessions without a parent.
@@ -66,7 +73,11 @@ class EventStore(Protocol):
     def flush(self) -> asyncio.Future[None]: ...
 
     def append(
-        self, session_id: SessionId, records: Sequence[EventRecord]
+        self,
+        session_id: SessionId,
+        records: Sequence[EventRecord],
+        *,
+        done: WriteDone | None = None,
     ) -> asyncio.Future[None]: ...
 
     async def read(
