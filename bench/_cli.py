@@ -14,6 +14,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, cast
 
+from ._guard import check_baseline, write_baseline
 from ._harness import SCENARIOS, WorkerReport
 from ._report import Cell, metric, render_json, render_table
 from ._stored import STORED_SCENARIOS, TREES, TreeKind, expand_scenarios
@@ -24,6 +25,8 @@ __all__ = ["main"]
 WORKER_TIMEOUT_S = 600
 BUILD_TIMEOUT_S = 900
 ALL_SCENARIOS = [*SCENARIOS, *STORED_SCENARIOS]
+DEFAULT_TOLERANCE = 1.5
+"""Run-to-run noise of a ratio on a loaded 2-core machine stays well inside 1.5x."""
 NO_DURABLE_TREE = "no durable tree (as run here it persists nothing: no stored tree to reopen)"
 
 
@@ -59,7 +62,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="also run the peer frameworks, each in its own venv under bench/.venvs/",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="fail (exit 2) when a subagents row's ratio to the floor grew by more than "
+        "--tolerance against FILE (see bench/README.md: the regression guard)",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=f"how much worse than the baseline a ratio may get (default {DEFAULT_TOLERANCE}x)",
+    )
+    parser.add_argument(
+        "--save-baseline",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write this run's ratios to FILE as the new baseline",
+    )
     args = parser.parse_args(argv)
+    if args.tolerance < 1:
+        parser.error("--tolerance must be at least 1 (1.5 = 50%% worse is allowed)")
+    if args.baseline is not None and not args.baseline.is_file():
+        parser.error(f"--baseline {args.baseline}: no such file (write one with --save-baseline)")
     names = expand_scenarios([s.strip() for s in str(args.scenarios).split(",") if s.strip()])
     unknown = [n for n in names if n not in ALL_SCENARIOS]
     if unknown or not names:
@@ -345,4 +373,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                 render_table(peer_cells, core_cells, title="peers (x floor: vs bare asyncio above)")
             )
     valid = all(_accounted(c) for c in core_cells)
-    return 0 if valid else 1
+    if args.save_baseline is not None:
+        write_baseline(
+            args.save_baseline, core_cells, {"machine": machine, "runs": runs, "quick": quick}
+        )
+        print(f"baseline written to {args.save_baseline}", file=sys.stderr)
+    if not valid:
+        return 1
+    if args.baseline is not None:
+        return _guard(args.baseline, core_cells, scenarios, float(args.tolerance))
+    return 0
+
+
+def _guard(path: Path, cells: list[Cell], scenarios: list[str], tolerance: float) -> int:
+    """The regression guard's verdict: 0 when nothing got worse than `tolerance`, else 2."""
+    try:
+        regressions = check_baseline(path, cells, scenarios, tolerance=tolerance)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for regression in regressions:
+        print(f"REGRESSION {regression.describe(tolerance)}", file=sys.stderr)
+    if regressions:
+        return 2
+    print(f"no regression against {path} (tolerance {tolerance:.2f}x)", file=sys.stderr)
+    return 0
