@@ -25,8 +25,8 @@ coerce parameter values, so every command that is given a value pays for it (and
 `importlib.metadata` its plugin loader imports); that cost is Typer's.
 
 Kept out of `sessions` besides (`SESSIONS_OUT`): `jsonschema` and the runtime's modules (the
-command reads the store; `_common.default_store_path` mirrors the runtime's so that the default
-store needs no runtime either, checked below).
+command reads the store; the default store path is the store's own,
+`sessions.default_store_path`, so the default store needs no runtime either).
 
 `tree` keeps the same out as `sessions`: it reads the stored tree (`delegation._tree`) and
 runs nothing.
@@ -43,9 +43,9 @@ from pathlib import Path
 import pytest
 from cli_support import Cli, cli_runner
 
-from subagents.cli._common import default_store_path as cli_default_store_path
 from subagents.core import default_store_path
 from subagents.errors import SubagentsError
+from subagents.sessions import default_store_path as cli_default_store_path
 
 ALWAYS_OUT = (
     "anthropic",

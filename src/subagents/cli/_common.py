@@ -183,25 +183,9 @@ def check_path(path: Path, option: str) -> Path:
     return path
 
 
-def default_store_path() -> Path:
-    """`core.default_store_path()`, without importing the runtime module that defines it.
-
-    `$SUBAGENTS_STORE`, else `$SUBAGENTS_HOME/state.db` (home defaults to ~/.subagents).
-    Importing the runtime's module would cost `subagents sessions` the runtime's imports
-    (jsonschema among them); tests/cli/test_startup.py checks that the two agree.
-    """
-    from ..sessions import parse_store_url
-
-    explicit = os.environ.get("SUBAGENTS_STORE")
-    if explicit:
-        return parse_store_url(explicit)
-    home = os.environ.get("SUBAGENTS_HOME") or str(Path.home() / ".subagents")
-    return Path(home) / "state.db"
-
-
 def store_path(store: str | None) -> Path:
     # Here, not at the top: the store is for the commands that open one (startup time).
-    from ..sessions import parse_store_url
+    from ..sessions import default_store_path, parse_store_url
 
     try:
         path = parse_store_url(store) if store else default_store_path()

@@ -41,6 +41,7 @@ from ..sessions import (
     UsageProjection,
     approval_requests,
     crash_recovery,
+    default_store_path,
     fold,
     interrupted_turn_closers,
     waiting_step,
@@ -781,14 +782,3 @@ def _inspect_dir(root: str, cwd: str) -> tuple[str, str, bool]:
     path = os.path.normpath(os.path.join(root, cwd))
     canonical = canonical_root(path)
     return path, canonical, os.path.isdir(canonical)
-
-
-def default_store_path() -> Path:
-    """`$SUBAGENTS_STORE`, else `$SUBAGENTS_HOME/state.db` (home defaults to ~/.subagents)."""
-    explicit = os.environ.get("SUBAGENTS_STORE")
-    if explicit:
-        from ..sessions import parse_store_url
-
-        return parse_store_url(explicit)
-    home = os.environ.get("SUBAGENTS_HOME") or str(Path.home() / ".subagents")
-    return Path(home) / "state.db"

@@ -84,7 +84,11 @@ if TYPE_CHECKING:
         interrupted_turn_closers as interrupted_turn_closers,
     )
     from ._session import Session as Session
-    from ._sqlite import SqliteEventStore as SqliteEventStore, parse_store_url as parse_store_url
+    from ._sqlite import (
+        SqliteEventStore as SqliteEventStore,
+        default_store_path as default_store_path,
+        parse_store_url as parse_store_url,
+    )
     from ._store import EventStore as EventStore, Lease as Lease, WriteDone as WriteDone
 
 __all__ = [
@@ -149,6 +153,7 @@ __all__ = [
     "approval_requests",
     "crash_recovery",
     "decode_outcome",
+    "default_store_path",
     "encode_body",
     "encode_decision",
     "encode_outcome",
@@ -232,7 +237,7 @@ _SOURCES = {
         "interrupted_turn_closers",
     ),
     "._session": ("Session",),
-    "._sqlite": ("SqliteEventStore", "parse_store_url"),
+    "._sqlite": ("SqliteEventStore", "default_store_path", "parse_store_url"),
     "._store": ("EventStore", "Lease", "WriteDone"),
 }
 __getattr__, __dir__ = lazy_names(__name__, globals(), _SOURCES)

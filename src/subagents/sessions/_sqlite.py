@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import queue
 import re
 import sqlite3
@@ -46,7 +47,7 @@ from ._events import (
 from ._migrations import open_database
 from ._store import Lease, WriteDone
 
-__all__ = ["SqliteEventStore", "parse_store_url"]
+__all__ = ["SqliteEventStore", "default_store_path", "parse_store_url"]
 
 _Row = tuple[str, int, str, int, float, bytes]
 _INSERT_EVENT = "INSERT INTO events (session_id, seq, kind, v, time, payload) VALUES (?,?,?,?,?,?)"
@@ -82,6 +83,15 @@ def parse_store_url(url: str) -> Path:
     if rest.startswith("//"):  # sqlite:////abs/path, as SQLAlchemy spells it
         rest = "/" + rest.lstrip("/")
     return Path(rest).expanduser()
+
+
+def default_store_path() -> Path:
+    """`$SUBAGENTS_STORE`, else `$SUBAGENTS_HOME/state.db` (home defaults to ~/.subagents)."""
+    explicit = os.environ.get("SUBAGENTS_STORE")
+    if explicit:
+        return parse_store_url(explicit)
+    home = os.environ.get("SUBAGENTS_HOME") or str(Path.home() / ".subagents")
+    return Path(home) / "state.db"
 
 
 @dataclass(slots=True)
