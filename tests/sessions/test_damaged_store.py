@@ -74,7 +74,7 @@ Damage = Callable[[Path], None]
     ("damage", "needle"),
     [
         pytest.param(
-            _drop_events, "schema version 3 is recorded but the table events", id="events"
+            _drop_events, "schema version 4 is recorded but the table events", id="events"
         ),
         pytest.param(_drop_leases, "the table leases is missing", id="leases"),
         pytest.param(_drop_a_column, "the table leases lacks the column pid", id="column"),
@@ -136,6 +136,8 @@ async def test_an_older_store_without_its_newer_table_is_migrated(tmp_path: Path
         path,
         "DROP TABLE leases",
         "DROP TABLE commands",
+        "DROP TABLE summaries",
+        "DROP TABLE catalog",
         "DELETE FROM schema_migrations WHERE version >= 2",
     )
     async with SqliteEventStore(path) as store:

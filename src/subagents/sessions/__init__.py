@@ -90,6 +90,11 @@ if TYPE_CHECKING:
         parse_store_url as parse_store_url,
     )
     from ._store import EventStore as EventStore, Lease as Lease, WriteDone as WriteDone
+    from ._summaries import (
+        CatalogEntry as CatalogEntry,
+        MemberSummary as MemberSummary,
+        SessionSummary as SessionSummary,
+    )
 
 __all__ = [
     "ApprovalDecided",
@@ -98,6 +103,7 @@ __all__ = [
     "ApprovalRequested",
     "AssistantMessageEvent",
     "COMMAND_KINDS",
+    "CatalogEntry",
     "Command",
     "CommandKind",
     "CommandRow",
@@ -116,6 +122,7 @@ __all__ = [
     "MAX_DECIDER",
     "MAX_REASON",
     "McpScopeSet",
+    "MemberSummary",
     "ModelErrorEvent",
     "RequestHeader",
     "SandboxModeSet",
@@ -123,6 +130,7 @@ __all__ = [
     "SessionEndSeed",
     "SessionEvent",
     "SessionHeader",
+    "SessionSummary",
     "SqliteEventStore",
     "StatusProjection",
     "StatusView",
@@ -239,5 +247,6 @@ _SOURCES = {
     "._session": ("Session",),
     "._sqlite": ("SqliteEventStore", "default_store_path", "parse_store_url"),
     "._store": ("EventStore", "Lease", "WriteDone"),
+    "._summaries": ("CatalogEntry", "MemberSummary", "SessionSummary"),
 }
 __getattr__, __dir__ = lazy_names(__name__, globals(), _SOURCES)

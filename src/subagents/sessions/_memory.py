@@ -12,6 +12,7 @@ from ..ids import SessionId
 from ._commands import CommandRow, CommandState
 from ._events import EventRecord, SessionHeader, decode_event, encode_event
 from ._store import Lease, WriteDone
+from ._summaries import MemberSummary, summaries_from_logs
 
 __all__ = ["InMemoryEventStore"]
 
@@ -135,6 +136,13 @@ class InMemoryEventStore(AsyncResource):
         ]
         rows.sort(key=lambda h: h.created_at, reverse=True)  # stable: newest insert first on ties
         return rows
+
+    async def tree_members(self, root: SessionId, *, tenant: str) -> list[MemberSummary]:
+        """Every session of `root`'s tree (oldest first), folded from the logs."""
+        self._check_open()
+        headers = [h for h in self._headers.values() if h.tenant == tenant and h.root_id == root]
+        headers.sort(key=lambda h: h.created_at)  # stable: insertion order on ties
+        return summaries_from_logs(headers, self._logs)
 
     async def change_count(self) -> int:
         self._check_open()

@@ -18,26 +18,77 @@ from typing import Final, Literal, NamedTuple
 
 from subagents.errors import ErrorCode, SchemaVersionError, StoreError
 
+from ._events import EventRecord, decode_event, decode_header
+from ._summaries import (
+    SUMMARY_KINDS,
+    SessionSummary,
+    catalog_row,
+    encode_summary,
+    summarize,
+)
+
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
     "MIGRATIONS",
     "SCHEMA_VERSION_SUMMARIES",
     "Migration",
+    "UPSERT_CATALOG",
+    "UPSERT_SUMMARY",
     "apply_migrations",
     "check_schema",
     "check_schema_version",
+    "folded_summary",
     "open_database",
+    "rebuild_summary",
     "stored_schema_version",
 ]
 
-CURRENT_SCHEMA_VERSION: Final = 3
+CURRENT_SCHEMA_VERSION: Final = 4
 SCHEMA_VERSION_SUMMARIES: Final[dict[int, str]] = {
     1: "sessions (header beside tenant, parent, root, created_at) and events keyed by "
     "(session_id, seq), without rowid",
     2: "leases: which process holds a tree (holder, pid, heartbeat, expiry)",
     3: "commands to a held tree (send, steer, interrupt) and the holder's control address",
+    4: "summaries (each session's status, usage and limits) and catalog (each child's entry "
+    "by its creator), kept with the events so a tree is listed without reading its logs",
 }
 """One line per schema version: what that version added."""
+
+
+_SUMMARY_TABLES: Final = """
+CREATE TABLE summaries (
+    root TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    summary BLOB NOT NULL,
+    PRIMARY KEY (root, session_id)
+) WITHOUT ROWID;
+CREATE TABLE catalog (
+    root TEXT NOT NULL,
+    child_id TEXT NOT NULL,
+    creator TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    name TEXT,
+    mode TEXT NOT NULL,
+    label TEXT NOT NULL,
+    PRIMARY KEY (root, child_id, creator)
+) WITHOUT ROWID;
+"""
+# Both are keyed by their tree's root first: a tree's rows are one range of each table, so a
+# listing reads them in order instead of looking each member up.
+UPSERT_CATALOG: Final = (
+    "INSERT INTO catalog (root, child_id, creator, seq, name, mode, label) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (root, child_id, creator) DO UPDATE "
+    "SET name = excluded.name, mode = excluded.mode, label = excluded.label"
+)
+"""A later entry for a child replaces the entry, not its place among its siblings."""
+UPSERT_SUMMARY: Final = (
+    "INSERT OR REPLACE INTO summaries (root, session_id, summary) VALUES (?, ?, ?)"
+)
+_SUMMARY_EVENTS: Final = (
+    "SELECT seq, kind, v, time, payload FROM events WHERE session_id = ? AND kind IN ("
+    + ",".join("?" * len(SUMMARY_KINDS))
+    + ") ORDER BY seq"
+)
 
 
 class Migration(NamedTuple):
@@ -46,6 +97,48 @@ class Migration(NamedTuple):
     version: int
     name: str
     apply: str | Callable[[sqlite3.Connection], None]
+
+
+def _rebuild_summaries(conn: sqlite3.Connection) -> None:
+    """Create the tables and fill them from every log (a migration: inside its transaction)."""
+    for statement in _SUMMARY_TABLES.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    for (session_id,) in conn.execute("SELECT id FROM sessions").fetchall():
+        rebuild_summary(conn, str(session_id))
+
+
+def folded_summary(
+    conn: sqlite3.Connection, session_id: str
+) -> tuple[str, SessionSummary, list[EventRecord]]:
+    """`session_id`'s root, its summary folded from its whole log, and the records folded.
+
+    Reads only. Raises `StoreError` when the log cannot be decoded.
+    """
+    (payload,) = conn.execute("SELECT header FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    header = decode_header(payload)
+    records = [
+        EventRecord(seq, stamp, decode_event(kind, v, event))
+        for seq, kind, v, stamp, event in conn.execute(
+            _SUMMARY_EVENTS, (session_id, *sorted(SUMMARY_KINDS))
+        )
+    ]
+    summary = summarize(SessionSummary(seed_length=header.seed_length), records)
+    return header.root_id, summary, records
+
+
+def rebuild_summary(conn: sqlite3.Connection, session_id: str) -> tuple[str, SessionSummary]:
+    """Store `session_id`'s summary and catalog rows as folded from its whole log.
+
+    Returns its root and summary.
+    """
+    root, summary, records = folded_summary(conn, session_id)
+    conn.execute(UPSERT_SUMMARY, (root, session_id, encode_summary(summary)))
+    for record in records:
+        row = catalog_row(session_id, record)
+        if row is not None:
+            conn.execute(UPSERT_CATALOG, (root, *row))
+    return root, summary
 
 
 MIGRATIONS: Final[tuple[Migration, ...]] = (
@@ -107,7 +200,9 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         CREATE INDEX commands_by_root ON commands (root, state, id);
         """,
     ),
+    Migration(4, "create summaries and catalog, rebuilt from the logs", _rebuild_summaries),
 )
+
 
 _MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -7,8 +7,10 @@ gives the same state, so a live cache and a cold rebuild agree.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, TypeVar
+
+import msgspec
+from msgspec.structs import replace
 
 from ..messages import Message, Usage
 from ._events import (
@@ -71,8 +73,11 @@ class TranscriptProjection:
                 return state
 
 
-@dataclass(frozen=True, slots=True)
-class StatusView:
+# Structs without GC tracking (not dataclasses): a listing of a big tree holds one of each per
+# member, and tracked objects by the hundred thousand make the collector rescan them all.
+class StatusView(msgspec.Struct, frozen=True, gc=False):
+    """A session's status: whether a turn is open, the turns so far, how the last one ended."""
+
     status: Literal["idle", "running"] = "idle"
     turns: int = 0
     last_stop: StopReason | None = None
@@ -104,9 +109,10 @@ class StatusProjection:
                 return state
 
 
-@dataclass(frozen=True, slots=True)
-class UsageView:
-    usage: Usage = field(default_factory=Usage)
+class UsageView(msgspec.Struct, frozen=True, gc=False):
+    """A session's token usage and the number of model calls it made."""
+
+    usage: Usage = msgspec.field(default_factory=Usage)
     model_calls: int = 0
 
 

@@ -44,8 +44,24 @@ from ._events import (
     encode_event,
     encode_header,
 )
-from ._migrations import open_database
+from ._migrations import (
+    UPSERT_CATALOG,
+    UPSERT_SUMMARY,
+    folded_summary,
+    open_database,
+    rebuild_summary,
+)
 from ._store import Lease, WriteDone
+from ._summaries import (
+    SUMMARY_KINDS,
+    CatalogEntry,
+    MemberSummary,
+    SessionSummary,
+    catalog_row,
+    decode_summary,
+    encode_summary,
+    summarize,
+)
 
 __all__ = ["SqliteEventStore", "default_store_path", "parse_store_url"]
 
@@ -55,6 +71,11 @@ _INSERT_SESSION = (
     "INSERT OR IGNORE INTO sessions (id, tenant, parent, root, created_at, header) "
     "VALUES (?,?,?,?,?,?)"
 )
+_TREE_SESSIONS = (
+    "SELECT header FROM sessions WHERE root = ? AND tenant = ? ORDER BY created_at, rowid"
+)
+_TREE_SUMMARIES = "SELECT session_id, summary FROM summaries WHERE root = ?"
+_TREE_CATALOG = "SELECT child_id, creator, seq, name, mode, label FROM catalog WHERE root = ?"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
 
 
@@ -101,6 +122,8 @@ class _Append:
     future: asyncio.Future[None] | None
     """This write's own future; None when its outcome goes to `done` instead."""
     done: WriteDone | None = None
+    summarized: list[EventRecord] | None = None
+    """Its records that change the session's summary or the catalog (None: none do)."""
 
 
 @dataclass(slots=True)
@@ -195,6 +218,8 @@ class SqliteEventStore(AsyncResource):
         self._in_flight = 0  # loop thread: batches sent whose outcome is not told yet
         self._next: dict[SessionId, int] = {}  # loop thread: next seq per touched session
         self._wnext: dict[SessionId, int] = {}  # writer thread: next seq as committed
+        # writer thread: each session's root and summary as committed
+        self._wsummary: dict[SessionId, tuple[str, SessionSummary]] = {}
         self._wconn: sqlite3.Connection | None = None
         self._rconn: sqlite3.Connection | None = None
         self._rlock = threading.Lock()
@@ -317,14 +342,20 @@ class SqliteEventStore(AsyncResource):
                     expected_seq=base + offset,
                     seq=record.seq,
                 )
-        rows: list[_Row] = [
-            (session_id, r.seq, r.kind, r.event.v, r.time, encode_event(r.event)) for r in records
-        ]
+        rows: list[_Row] = []
+        summarized: list[EventRecord] | None = None
+        for r in records:
+            kind = r.kind
+            rows.append((session_id, r.seq, kind, r.event.v, r.time, encode_event(r.event)))
+            if kind in SUMMARY_KINDS:
+                if summarized is None:
+                    summarized = []
+                summarized.append(r)
         if done is None:  # its own future: someone is about to wait for it
             future: asyncio.Future[None] = self._loop.create_future()
-            self._enqueue(_Append(session_id, rows, future), len(rows), now=True)
+            self._enqueue(_Append(session_id, rows, future, None, summarized), len(rows), now=True)
         else:
-            future = self._enqueue(_Append(session_id, rows, None, done), len(rows))
+            future = self._enqueue(_Append(session_id, rows, None, done, summarized), len(rows))
         if records:
             # A session this process has not written yet is checked by the writer instead.
             self._next[session_id] = base + len(records)
@@ -381,6 +412,7 @@ class SqliteEventStore(AsyncResource):
             touched = {_session_of(item) for item in batch}
             for sid in touched:
                 self._wnext.pop(sid, None)  # reloaded from the db on next touch
+                self._wsummary.pop(sid, None)
             failed = _Outcome(
                 forget=touched,
                 batches=outcome.batches,
@@ -407,6 +439,10 @@ class SqliteEventStore(AsyncResource):
                     f'session "{item.header.id}" already exists', code=ErrorCode.SESSION_EXISTS
                 )
             self._wnext[item.header.id] = 0
+            header = item.header
+            summary = SessionSummary(seed_length=header.seed_length)
+            self._wsummary[header.id] = (header.root_id, summary)
+            conn.execute(UPSERT_SUMMARY, (header.root_id, header.id, encode_summary(summary)))
             outcome.created.append(item.header.id)
             return None
         sid = item.session_id
@@ -423,6 +459,7 @@ class SqliteEventStore(AsyncResource):
                 outcome.forget.add(sid)
                 return NotFoundError(f'session "{sid}" not found')
             expected = self._wnext[sid] = 0 if last is None else int(last) + 1
+            self._wsummary.pop(sid, None)  # as stale as the seq was
         if item.rows and item.rows[0][1] != expected:
             outcome.forget.add(sid)
             return ConcurrencyConflict(
@@ -433,7 +470,34 @@ class SqliteEventStore(AsyncResource):
             )
         conn.executemany(_INSERT_EVENT, item.rows)
         self._wnext[sid] = expected + len(item.rows)
+        if item.summarized is not None:
+            self._summarize(conn, sid, item.summarized)
         return None
+
+    def _summarize(
+        self, conn: sqlite3.Connection, sid: SessionId, records: list[EventRecord]
+    ) -> None:
+        """Keep `sid`'s summary and its children's catalog entries with its new records."""
+        cached = self._wsummary.get(sid)
+        if cached is None:
+            row = conn.execute(
+                "SELECT m.root, m.summary FROM sessions s JOIN summaries m "
+                "ON m.root = s.root AND m.session_id = s.id WHERE s.id = ?",
+                (sid,),
+            ).fetchone()
+            if row is None:  # none kept (a damaged file): fold the log, these records included
+                self._wsummary[sid] = rebuild_summary(conn, sid)
+                return
+            cached = (str(row[0]), decode_summary(row[1]))
+        root, before = cached
+        after = summarize(before, records)
+        self._wsummary[sid] = (root, after)
+        if after is not before:
+            conn.execute(UPSERT_SUMMARY, (root, sid, encode_summary(after)))
+        for record in records:
+            entry = catalog_row(sid, record)
+            if entry is not None:
+                conn.execute(UPSERT_CATALOG, (root, *entry))
 
     def _settle(self, outcome: _Outcome) -> None:
         assert self._loop is not None
@@ -652,6 +716,34 @@ class SqliteEventStore(AsyncResource):
         sql += " ORDER BY created_at DESC, rowid DESC"
         rows = await asyncio.to_thread(self._query, sql, tuple(params))
         return [decode_header(row[0]) for row in rows]
+
+    async def tree_members(self, root: SessionId, *, tenant: str) -> list[MemberSummary]:
+        """Every session of `root`'s tree (oldest first) from the summaries, no log read."""
+        self._check_open()
+        return await asyncio.to_thread(self._tree_members, root, tenant)
+
+    def _tree_members(self, root: SessionId, tenant: str) -> list[MemberSummary]:
+        # Three range reads of tables keyed by root, joined here: a join in SQL looks each
+        # member up in each table instead.
+        headers: list[tuple[bytes]] = self._query(_TREE_SESSIONS, (root, tenant))
+        summaries: dict[str, bytes] = dict(self._query(_TREE_SUMMARIES, (root,)))
+        entries: dict[tuple[str, str], CatalogEntry] = {
+            (child, creator): CatalogEntry(name, mode, label, seq)
+            for child, creator, seq, name, mode, label in self._query(_TREE_CATALOG, (root,))
+        }
+        members: list[MemberSummary] = []
+        for (blob,) in headers:
+            header = decode_header(blob)
+            kept = summaries.get(header.id)
+            if kept is None:  # none kept (a damaged file): the log says
+                with self._rlock:
+                    assert self._rconn is not None
+                    summary = folded_summary(self._rconn, header.id)[1]
+            else:
+                summary = decode_summary(kept)
+            entry = None if header.parent is None else entries.get((header.id, header.parent))
+            members.append(MemberSummary(header, summary, entry))
+        return members
 
     def _query(self, sql: str, params: tuple[object, ...], *, one: bool = False) -> Any:
         """Run one read on the reader connection (from a worker thread)."""

@@ -11,6 +11,7 @@ from typing import Protocol, Self
 from ..ids import SessionId
 from ._commands import CommandRow, CommandState
 from ._events import EventRecord, SessionHeader
+from ._summaries import MemberSummary
 
 __all__ = ["EventStore", "Lease", "WriteDone"]
 
@@ -53,6 +54,9 @@ class EventStore(Protocol):
     - `read` returns records in seq order from `from_seq` (at most `limit`); `get_header` and
       `read` raise `NotFoundError` for an unknown id or an id of another tenant.
     - `list_headers` returns headers newest first; `roots_only` keeps sessions without a parent.
+    - `tree_members` returns every session of a tree, oldest first, each with its summary (as
+      folding its log gives it) and its parent's catalog entry for it, without reading logs
+      where the store keeps summaries.
     - Lifecycle: `async with` opens, `aclose()` drains pending appends and closes, is safe to call
       twice; use after close raises `ClosedError`.
     """
@@ -112,6 +116,10 @@ class EventStore(Protocol):
     async def list_headers(
         self, *, tenant: str, roots_only: bool = True, root: SessionId | None = None
     ) -> list[SessionHeader]: ...
+
+    async def tree_members(self, root: SessionId, *, tenant: str) -> list[MemberSummary]:
+        """Every session of `root`'s tree, oldest first, with its summary and catalog entry."""
+        ...
 
     async def change_count(self) -> int:
         """A number that changes whenever anything is committed to the store, by any process.

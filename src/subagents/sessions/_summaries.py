@@ -1,0 +1,169 @@
+"""Members of a tree without reading their logs: each session's summary and catalog entry.
+
+A tree listing (`subagents tree`, `list_agents`, the web console) needs of every member only
+its status, usage and budget, and the name its creator gave it. Folding every member's log for
+that costs a read and a decode of every event of the tree: seconds for 10,000 children. So the
+SQLite store keeps, in the transaction that appends the events, one `SessionSummary` per
+session (the `StatusProjection` and `UsageProjection` of its log, folded with the very same
+projections, and its descriptor's limits) and one catalog entry per child. They are derived
+data: the log stays the truth, a store migrated to them rebuilds them from the logs
+(schema version 4), and `tests/sessions/test_summaries.py` checks that they agree with a
+fold of the log after any sequence of writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, Literal
+
+import msgspec
+
+from ..ids import SessionId
+from ._events import (
+    KIND_OF,
+    ApprovalDecided,
+    ApprovalRequested,
+    AssistantMessageEvent,
+    EventRecord,
+    ModelErrorEvent,
+    SessionHeader,
+    SubagentCatalog,
+    SubagentDescriptor,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+)
+from ._projections import StatusProjection, StatusView, UsageProjection, UsageView
+
+__all__ = [
+    "SUMMARY_KINDS",
+    "CatalogEntry",
+    "CatalogRow",
+    "Limits",
+    "MemberSummary",
+    "SessionSummary",
+    "catalog_row",
+    "decode_summary",
+    "encode_summary",
+    "summarize",
+    "summaries_from_logs",
+]
+
+SUMMARY_KINDS: Final = frozenset(
+    KIND_OF[kind]
+    for kind in (
+        TurnStart,
+        TurnEnd,
+        ApprovalRequested,
+        ApprovalDecided,
+        ToolResultEvent,
+        AssistantMessageEvent,
+        ModelErrorEvent,
+        SubagentDescriptor,
+        SubagentCatalog,
+    )
+)
+"""The event kinds that change a summary or the catalog; the others are not looked at."""
+
+Limits = tuple[int | None, int | None, int | None]
+"""A descriptor's budget: tokens, model calls, children (None: no limit of that kind)."""
+
+
+class SessionSummary(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """What a listing shows of one session, kept current with its log."""
+
+    status: StatusView = StatusView()
+    usage: UsageView = UsageView()
+    limits: Limits | None = None
+    """The limits of its own descriptor (None: no descriptor after its seed yet)."""
+    seed_length: int = 0
+    """Records copied from another log; a descriptor among them is not this session's."""
+
+
+_STATUS = StatusProjection()
+_USAGE = UsageProjection()
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(SessionSummary)
+
+
+def summarize(summary: SessionSummary, records: Iterable[EventRecord]) -> SessionSummary:
+    """`summary` after `records` (the next records of its session's log, in order)."""
+    status, usage, limits = summary.status, summary.usage, summary.limits
+    for record in records:
+        status = _STATUS.apply(status, record)
+        usage = _USAGE.apply(usage, record)
+        event = record.event
+        if (
+            limits is None
+            and isinstance(event, SubagentDescriptor)
+            and record.seq >= summary.seed_length
+        ):
+            limits = (event.budget_tokens, event.budget_model_calls, event.budget_children)
+    if status is summary.status and usage is summary.usage and limits is summary.limits:
+        return summary
+    return SessionSummary(status, usage, limits, summary.seed_length)
+
+
+def encode_summary(summary: SessionSummary) -> bytes:
+    return _encoder.encode(summary)
+
+
+def decode_summary(payload: bytes) -> SessionSummary:
+    return _decoder.decode(payload)
+
+
+CatalogRow = tuple[str, str, int, str | None, str, str]
+"""A catalog table row: child id, creator, seq of the entry in the creator's log, and the
+entry's name, mode and label."""
+
+
+def catalog_row(creator: str, record: EventRecord) -> CatalogRow | None:
+    """The catalog row of `record` in `creator`'s log; None for any other event."""
+    event = record.event
+    if not isinstance(event, SubagentCatalog):
+        return None
+    return (event.child_id, creator, record.seq, event.name, event.mode, event.label)
+
+
+class CatalogEntry(msgspec.Struct, frozen=True, gc=False):
+    """What a child's creator (its parent) recorded of it: its latest catalog entry."""
+
+    name: str | None
+    mode: Literal["one-shot", "continuable"]
+    label: str
+    position: int
+    """The seq of the parent's first entry for it: its place among its siblings."""
+
+
+class MemberSummary(msgspec.Struct, frozen=True, gc=False):
+    """One session of a tree as a listing needs it."""
+
+    header: SessionHeader
+    summary: SessionSummary
+    entry: CatalogEntry | None
+    """None for the root, and for a child its parent recorded no entry for."""
+
+
+def summaries_from_logs(
+    headers: Sequence[SessionHeader], logs: Mapping[SessionId, Sequence[EventRecord]]
+) -> list[MemberSummary]:
+    """The members of `headers` folded from their logs (stores that keep no summaries)."""
+    entries: dict[str, CatalogEntry] = {}
+    parents: dict[str, str | None] = {h.id: h.parent for h in headers}
+    for header in headers:
+        for record in logs[header.id]:
+            event = record.event
+            if isinstance(event, SubagentCatalog) and parents.get(event.child_id) == header.id:
+                first = entries.get(event.child_id)
+                position = record.seq if first is None else first.position
+                entries[event.child_id] = CatalogEntry(
+                    event.name, event.mode, event.label, position
+                )
+    return [
+        MemberSummary(
+            header,
+            summarize(SessionSummary(seed_length=header.seed_length), logs[header.id]),
+            entries.get(header.id),
+        )
+        for header in headers
+    ]

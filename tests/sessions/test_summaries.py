@@ -1,0 +1,290 @@
+"""The store's summaries and catalog agree with a fold of the logs, whatever was written.
+
+`tree_members` is what `subagents tree` and `list_agents` read instead of every member's log;
+these tests hold it to the truth (`summaries_from_logs` over the logs as read back) after
+random writes in random batches, across a reopen, with a second process's store writing the
+same session, after a migration from a store that had no summaries, and with a summary row
+missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from subagents.ids import MessageId, SessionId, new_session_id
+from subagents.messages import AssistantMessage, TextBlock, ToolResultMessage, Usage
+from subagents.sessions import (
+    ApprovalDecided,
+    ApprovalRequested,
+    AssistantMessageEvent,
+    EventRecord,
+    EventStore,
+    InMemoryEventStore,
+    MemberSummary,
+    ModelErrorEvent,
+    SessionEvent,
+    SessionHeader,
+    SqliteEventStore,
+    StepStart,
+    SubagentCatalog,
+    SubagentDescriptor,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+)
+from subagents.sessions._summaries import summaries_from_logs
+
+CALLS = ("c1", "c2", "c3")
+small = st.integers(min_value=0, max_value=50)
+maybe = st.none() | small
+
+
+def _result(call_id: str) -> ToolResultEvent:
+    message = ToolResultMessage(
+        id=MessageId(f"r-{call_id}"), call_id=call_id, name="t", content="ok"
+    )
+    return ToolResultEvent(turn=1, step=1, message=message)
+
+
+def _answer(usage: Usage | None) -> AssistantMessageEvent:
+    message = AssistantMessage(
+        id=MessageId("a"), content=(TextBlock("hi"),), provider="p", model="m"
+    )
+    return AssistantMessageEvent(turn=1, step=1, message=message, usage=usage)
+
+
+def _request(call_id: str) -> ApprovalRequested:
+    return ApprovalRequested(
+        turn=1, step=1, call_id=call_id, name="t", arguments="{}", agent="lead", reason="gated"
+    )
+
+
+def _descriptor(budget: tuple[int | None, int | None, int | None]) -> SubagentDescriptor:
+    tokens, calls, children = budget
+    return SubagentDescriptor(
+        budget_tokens=tokens, budget_model_calls=calls, budget_children=children
+    )
+
+
+own_events: st.SearchStrategy[SessionEvent] = st.one_of(
+    small.map(lambda n: TurnStart(turn=n)),
+    st.builds(
+        TurnEnd,
+        turn=small,
+        reason=st.sampled_from(["completed", "aborted", "error", "budget"]),
+        error_message=st.none() | st.text(max_size=5),
+    ),
+    st.sampled_from(CALLS).map(_request),
+    st.builds(
+        ApprovalDecided, call_id=st.sampled_from(CALLS), approved=st.booleans(), by=st.just("x")
+    ),
+    st.sampled_from(CALLS).map(_result),
+    (st.none() | st.builds(Usage, small, small, small, small, small)).map(_answer),
+    st.just(ModelErrorEvent(turn=1, step=1, code="E", message="boom")),
+    st.tuples(maybe, maybe, maybe).map(_descriptor),
+    st.just(StepStart(turn=1, step=1)),
+)
+# A write: (member index, events; a catalog entry is added by the plan for a child index).
+writes = st.lists(
+    st.tuples(st.integers(0, 3), st.lists(own_events | st.just("catalog"), max_size=4)),
+    max_size=14,
+)
+
+
+class Tree:
+    """A root, two children of it, one grandchild (seeded with 2 copied records)."""
+
+    def __init__(self) -> None:
+        root = SessionHeader(id=new_session_id(), tenant="default", created_at=1.0, cwd="/w")
+        kid = self._child(root, 2.0)
+        other = self._child(root, 2.0)  # the same time: the catalog orders them
+        grandchild = self._child(kid, 3.0, seed_length=2)
+        self.headers = [root, kid, other, grandchild]
+        self.next = {h.id: 0 for h in self.headers}
+        self.catalogued: dict[SessionId, int] = {}
+
+    @staticmethod
+    def _child(parent: SessionHeader, at: float, *, seed_length: int = 0) -> SessionHeader:
+        return SessionHeader(
+            id=new_session_id(),
+            tenant="default",
+            created_at=at,
+            cwd="/w",
+            parent=parent.id,
+            root=parent.root_id,
+            seed_length=seed_length,
+        )
+
+    def records(self, index: int, events: Sequence[SessionEvent | str]) -> list[EventRecord]:
+        header = self.headers[index]
+        out: list[EventRecord] = []
+        for event in events:
+            if isinstance(event, str):  # a catalog entry for one of this member's children
+                children = [h for h in self.headers if h.parent == header.id]
+                if not children:
+                    continue
+                child = children[self.catalogued.get(header.id, 0) % len(children)]
+                self.catalogued[header.id] = self.catalogued.get(header.id, 0) + 1
+                event = SubagentCatalog(
+                    child_id=child.id,
+                    name=f"n{self.next[header.id]}",
+                    mode="continuable" if self.next[header.id] % 2 else "one-shot",
+                    label=f"l{self.next[header.id]}",
+                )
+            out.append(EventRecord(self.next[header.id], 5.0, event))
+            self.next[header.id] += 1
+        return out
+
+
+Plan = list[tuple[int, list[SessionEvent | str]]]
+
+
+async def _write(store: EventStore, tree: Tree, plan: Plan) -> None:
+    """Append the plan's writes without waiting between them (so they share commits)."""
+    failures: list[BaseException] = []
+
+    def told(error: BaseException | None) -> None:
+        if error is not None:
+            failures.append(error)
+
+    pending: list[asyncio.Future[None]] = []
+    for index, events in plan:
+        records = tree.records(index, events)
+        if records:
+            pending.append(store.append(tree.headers[index].id, records, done=told))
+    for write in pending:
+        await write
+    await store.flush()
+    assert failures == []
+
+
+async def _truth(store: EventStore, tree: Tree) -> list[MemberSummary]:
+    root = tree.headers[0]
+    logs = {h.id: await store.read(h.id, tenant="default") for h in tree.headers}
+    listed = await store.tree_members(root.id, tenant="default")
+    headers = [m.header for m in listed]
+    assert sorted(h.id for h in headers) == sorted(h.id for h in tree.headers)
+    return summaries_from_logs(headers, logs)
+
+
+async def _agree(store: EventStore, tree: Tree) -> None:
+    assert await store.tree_members(tree.headers[0].id, tenant="default") == await _truth(
+        store, tree
+    )
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(writes, writes)
+def test_summaries_equal_a_fold_of_the_logs(first: Plan, second: Plan) -> None:
+    async def scenario(path: Path) -> None:
+        tree = Tree()
+        async with SqliteEventStore(path, write_window=0) as store, InMemoryEventStore() as mem:
+            for h in tree.headers:
+                store.create(h)
+                mem.create(h)
+            await _write(store, tree, first)
+            memory_tree = Tree()
+            memory_tree.headers, memory_tree.next = tree.headers, dict.fromkeys(tree.next, 0)
+            await _write(mem, memory_tree, first)
+            await _agree(store, tree)
+            await _agree(mem, memory_tree)
+            assert await store.tree_members(
+                tree.headers[0].id, tenant="default"
+            ) == await mem.tree_members(tree.headers[0].id, tenant="default")
+        async with SqliteEventStore(path) as reopened:  # a new process: nothing cached
+            await _write(reopened, tree, second)
+            await _agree(reopened, tree)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        asyncio.run(scenario(Path(scratch) / "s.db"))
+
+
+async def test_another_process_writing_the_same_session_keeps_them_true(tmp_path: Path) -> None:
+    tree = Tree()
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as mine, SqliteEventStore(path) as theirs:
+        for h in tree.headers:
+            mine.create(h)
+        await mine.flush()
+        kid = 1
+        await _write(mine, tree, [(kid, [TurnStart(turn=1), _answer(Usage(3, 4))])])
+        await _write(theirs, tree, [(kid, [_answer(Usage(10, 1)), _request("c1")])])
+        await mine.read(tree.headers[kid].id, tenant="default")  # as a resume reads it first
+        await _write(mine, tree, [(kid, [TurnEnd(turn=1, reason="completed")])])
+        await _agree(mine, tree)
+        await _agree(theirs, tree)
+        members = {
+            m.header.id: m for m in await mine.tree_members(tree.headers[0].id, tenant="default")
+        }
+        summary = members[tree.headers[kid].id].summary
+        assert summary.usage.usage == Usage(13, 5)
+        assert summary.usage.model_calls == 2
+        assert (summary.status.status, summary.status.waiting) == ("idle", ())
+
+
+def _execute(path: Path, *statements: str) -> None:
+    conn = sqlite3.connect(path)  # damage the file as another program would
+    try:
+        for statement in statements:
+            conn.execute(statement)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_an_older_store_gets_its_summaries_from_its_logs(tmp_path: Path) -> None:
+    tree = Tree()
+    path = tmp_path / "s.db"
+    plan: Plan = [
+        (0, [TurnStart(turn=1), "catalog", "catalog", _answer(Usage(1, 2))]),
+        (1, [_descriptor((100, None, 2)), TurnStart(turn=1), "catalog", _request("c2")]),
+        (3, [StepStart(turn=1, step=1), _descriptor((5, 5, 5)), _descriptor((9, 9, 9))]),
+    ]
+    async with SqliteEventStore(path) as store:
+        for h in tree.headers:
+            store.create(h)
+        await _write(store, tree, plan)
+        expected = await store.tree_members(tree.headers[0].id, tenant="default")
+    # What a store written by a build before summaries looks like: schema version 3.
+    await asyncio.to_thread(
+        _execute,
+        path,
+        "DROP TABLE summaries",
+        "DROP TABLE catalog",
+        "DELETE FROM schema_migrations WHERE version = 4",
+    )
+    async with SqliteEventStore(path) as migrated:
+        assert await migrated.tree_members(tree.headers[0].id, tenant="default") == expected
+        await _agree(migrated, tree)
+    by_id = {m.header.id: m for m in expected}
+    assert by_id[tree.headers[1].id].summary.limits == (100, None, 2)
+    assert by_id[tree.headers[1].id].summary.status.waiting == ("c2",)
+    # The grandchild's first descriptor is inside its seed: its own is the second one.
+    assert by_id[tree.headers[3].id].summary.limits == (9, 9, 9)
+    assert [by_id[h.id].entry is not None for h in tree.headers] == [False, True, True, True]
+
+
+async def test_a_missing_summary_is_folded_from_the_log(tmp_path: Path) -> None:
+    tree = Tree()
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        for h in tree.headers:
+            store.create(h)
+        await _write(store, tree, [(2, [TurnStart(turn=1), _answer(Usage(7, 7))])])
+    lost = tree.headers[2].id
+    await asyncio.to_thread(_execute, path, f"DELETE FROM summaries WHERE session_id = '{lost}'")
+    async with SqliteEventStore(path) as store:
+        await _agree(store, tree)  # read: folded from the log
+        await _write(store, tree, [(2, [TurnEnd(turn=1, reason="completed")])])
+        await _agree(store, tree)  # written: rebuilt from the log, the new records included
+        members = {
+            m.header.id: m for m in await store.tree_members(tree.headers[0].id, tenant="default")
+        }
+        assert members[lost].summary.usage.usage == Usage(7, 7)
+        assert members[lost].summary.status.status == "idle"
