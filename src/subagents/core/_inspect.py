@@ -123,8 +123,9 @@ def usage_json(view: UsageView) -> dict[str, int]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class TreeRow:
+class TreeRow(msgspec.Struct, frozen=True, gc=False):
+    """One member of a tree listing (a Struct untracked by the GC: listings hold thousands)."""
+
     header: SessionHeader
     name: str
     parent: str | None

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from ..errors import ErrorCode, SubagentError
 from ..ids import SessionId
-from ..names import ROOT_NAME, full_name, is_name
+from ..names import ROOT_NAME, is_name
 from ..sessions import EventRecord, EventStore, SessionHeader, SubagentCatalog
 
 __all__ = [
@@ -22,7 +22,7 @@ __all__ = [
     "check_name_path",
     "child_names",
     "full_name_of",
-    "member_name",
+    "named_path",
     "resolve_name",
     "store_readers",
 ]
@@ -134,13 +134,6 @@ def check_name_path(path: object) -> str:
     )
 
 
-def member_name(parent_full: str, child_id: str, names: dict[str, str]) -> str:
-    """The full name of a child: its catalog name under its parent, else its session id."""
-    name = names.get(child_id)
-    if name is None or (parent_full != ROOT_NAME and not _named_path(parent_full)):
-        return child_id
-    return full_name(parent_full, name)
-
-
-def _named_path(path: str) -> bool:
+def named_path(path: str) -> bool:
+    """Every part of `path` is a name: its children are named under it (else by session id)."""
     return all(is_name(p) for p in path.split("/"))

@@ -87,7 +87,7 @@ from ._scope import (
 )
 from ._service import Admission, SubagentService, output_schema
 from ._team_board import TeamBoards
-from ._tree import TreeMember, check_takes_messages, find_member, load_tree
+from ._tree import TreeMember, check_takes_messages, find_member, list_tree, load_tree
 from ._wording import (
     DELEGATION,
     FILE_POLICY,
@@ -521,7 +521,7 @@ class DelegationRuntime(AgentRuntime):
             )
         header = await self._root(root)
         target = await find_member(self.store, header, name)
-        check_takes_messages(await load_tree(self.store, header), target.id)
+        check_takes_messages(await list_tree(self.store, header), target.id)
         return header, target
 
     async def _ask(

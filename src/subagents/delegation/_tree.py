@@ -1,111 +1,156 @@
-"""A stored tree, rebuilt from the log alone: members in pre-order with their full names."""
+"""A stored tree, listed from the store's summaries: members in pre-order with their full names."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Literal
 
-from ..core import TreeRow, root_row, stored_status, total_usage, usage_json
+import msgspec
+
+from ..core import Status, TreeRow, stored_status, total_usage, usage_json
 from ..errors import ErrorCode, NotFoundError, UsageError
 from ..ids import SessionId
-from ..names import ROOT_NAME
+from ..names import ROOT_NAME, full_name
 from ..sessions import (
     EventRecord,
     EventStore,
+    MemberSummary,
     SessionHeader,
-    StatusProjection,
-    SubagentCatalog,
-    UsageProjection,
-    fold,
+    SessionSummary,
 )
-from ._budget_book import recorded_budget
 from ._catalog import (
-    catalog_entries,
     check_name_path,
-    member_name,
+    named_path,
     resolve_name,
     store_readers,
 )
 
 __all__ = [
+    "ListedMember",
     "TreeMember",
     "check_takes_messages",
     "find_member",
+    "list_tree",
     "load_tree",
     "refuse_one_shot",
     "tree_json",
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class TreeMember:
+class ListedMember(msgspec.Struct, frozen=True, gc=False):
+    """A member of a stored tree as a listing shows it: its row and its log's summary."""
+
     row: TreeRow
+    summary: SessionSummary
+
+
+class TreeMember(ListedMember, frozen=True, gc=False):
+    """A member with its whole log."""
+
     records: list[EventRecord]
+
+
+async def list_tree(
+    store: EventStore, root: SessionHeader, *, held: bool = True
+) -> list[ListedMember]:
+    """Every session of `root`'s tree in pre-order (children in creation order), no log read.
+
+    Members are named from their creators' catalogs and described by the store's summaries of
+    their logs. `held` says whether a live process holds the tree; without one, an open turn's
+    process died and it shows as `crashed`.
+    """
+    summaries = await store.tree_members(root.id, tenant=root.tenant)
+    by_parent: dict[SessionId | None, list[MemberSummary]] = {}
+    own: MemberSummary | None = None
+    for member in summaries:
+        if member.header.id == root.id:
+            own = member
+        else:
+            by_parent.setdefault(member.header.parent, []).append(member)
+    if own is None:
+        raise NotFoundError(f'session "{root.id}" not found')
+    unlisted = sys.maxsize  # children without an entry follow those with one
+    for siblings in by_parent.values():
+        siblings.sort(
+            key=lambda m: (
+                unlisted if m.entry is None else m.entry.position,
+                m.header.created_at,
+                m.header.id,
+            )
+        )
+    listed: list[ListedMember] = []
+    root_status = stored_status(own.summary.status, held=held)
+    pending: list[tuple[MemberSummary, TreeRow]] = [
+        (own, _row(own, ROOT_NAME, None, "root", root_status, "lead"))
+    ]
+    while pending:
+        member, row = pending.pop()
+        listed.append(ListedMember(row, member.summary))
+        children = by_parent.get(member.header.id, ())
+        named = row.name == ROOT_NAME or named_path(row.name)
+        for child in reversed(children):  # a stack: the first child is listed next
+            entry = child.entry
+            mode = "one-shot" if entry is None else entry.mode
+            name = (
+                full_name(row.name, entry.name)
+                if named and entry is not None and entry.name is not None
+                else child.header.id
+            )
+            status = stored_status(
+                child.summary.status, held=held, continuable=mode == "continuable"
+            )
+            label = "" if entry is None else entry.label
+            pending.append((child, _row(child, name, row.name, mode, status, label)))
+    return listed
+
+
+def _row(
+    member: MemberSummary,
+    name: str,
+    parent: str | None,
+    mode: Literal["root", "one-shot", "continuable"],
+    status: Status,
+    label: str,
+) -> TreeRow:
+    return TreeRow(
+        header=member.header,
+        name=name,
+        parent=parent,
+        mode=mode,
+        status=status,
+        label=label,
+        usage=member.summary.usage,
+    )
 
 
 async def load_tree(
     store: EventStore, root: SessionHeader, *, held: bool = True
 ) -> list[TreeMember]:
-    """Every session of `root`'s tree in pre-order (children in creation order).
-
-    Members are named from their creators' catalogs. `held` says whether a live process
-    holds the tree; without one, an open turn's process died and it shows as `crashed`.
-    """
-    headers = await store.list_headers(tenant=root.tenant, roots_only=False, root=root.id)
-    by_parent: dict[SessionId | None, list[SessionHeader]] = {}
-    for header in headers:
-        by_parent.setdefault(header.parent, []).append(header)
-    members: list[TreeMember] = []
-
-    async def visit(header: SessionHeader, row: TreeRow, records: list[EventRecord]) -> None:
-        members.append(TreeMember(row, records))
-        entries: dict[str, SubagentCatalog] = {e.child_id: e for e in catalog_entries(records)}
-        names = {cid: e.name for cid, e in entries.items() if e.name is not None}
-        order = {cid: i for i, cid in enumerate(entries)}
-        children = sorted(
-            by_parent.get(header.id, []),
-            key=lambda h: (order.get(h.id, len(order)), h.created_at, h.id),
+    """`list_tree`, each member with its log."""
+    return [
+        TreeMember(
+            member.row,
+            member.summary,
+            await store.read(member.row.header.id, tenant=member.row.header.tenant),
         )
-        for child in children:
-            child_records = await store.read(child.id, tenant=child.tenant)
-            entry = entries.get(child.id)
-            mode = entry.mode if entry is not None else "one-shot"
-            status = stored_status(
-                fold(StatusProjection(), child_records),
-                held=held,
-                continuable=mode == "continuable",
-            )
-            child_row = TreeRow(
-                header=child,
-                name=member_name(row.name, child.id, names),
-                parent=row.name,
-                mode=mode,
-                status=status,
-                label=entry.label if entry is not None else "",
-                usage=fold(UsageProjection(), child_records),
-            )
-            await visit(child, child_row, child_records)
-
-    root_records = await store.read(root.id, tenant=root.tenant)
-    await visit(root, root_row(root, root_records, held=held), root_records)
-    return members
+        for member in await list_tree(store, root, held=held)
+    ]
 
 
-def tree_json(members: list[TreeMember]) -> list[dict[str, object]]:
+def tree_json(members: Sequence[ListedMember]) -> list[dict[str, object]]:
     """The rows of `subagents tree --json`; a member with a recorded budget shows its limits."""
     rows = [m.row.to_json() for m in members]
     for row, member in zip(rows, members, strict=True):
-        budget = recorded_budget(member.records[member.row.header.seed_length :])
-        if budget is not None:
-            row["budget"] = {
+        limits = member.summary.limits
+        if limits is not None:
+            budget = {
                 key: value
-                for key, value in (
-                    ("tokens", budget.tokens),
-                    ("model_calls", budget.model_calls),
-                    ("children", budget.children),
-                )
+                for key, value in zip(("tokens", "model_calls", "children"), limits, strict=True)
                 if value is not None
             }
+            if budget:
+                row["budget"] = budget
     _roll_up_approvals(rows, members)
     if rows:
         rows[0]["total_usage"] = usage_json(total_usage([m.row for m in members]))
@@ -128,9 +173,9 @@ def approvals_below(own: Mapping[str, int], parents: Mapping[str, str | None]) -
     return below
 
 
-def _roll_up_approvals(rows: list[dict[str, object]], members: list[TreeMember]) -> None:
+def _roll_up_approvals(rows: list[dict[str, object]], members: Sequence[ListedMember]) -> None:
     """Each row's pending approval requests (`approvals_pending`) and its subtree's below it."""
-    own = {m.row.name: len(fold(StatusProjection(), m.records).waiting) for m in members}
+    own = {m.row.name: len(m.summary.status.waiting) for m in members}
     below = approvals_below(own, {m.row.name: m.row.parent for m in members})
     for row, member in zip(rows, members, strict=True):
         row["approvals_pending"] = own[member.row.name]
@@ -155,7 +200,7 @@ async def find_member(store: EventStore, root: SessionHeader, name: str) -> Sess
     return await store.get_header(child, tenant=root.tenant)
 
 
-def check_takes_messages(members: list[TreeMember], target: SessionId) -> None:
+def check_takes_messages(members: Sequence[ListedMember], target: SessionId) -> None:
     """Refuse (`NOT_RESUMABLE`) a message to a member that cannot take one.
 
     Only the lead and continuable children have a conversation to continue; a one-shot child
