@@ -6,7 +6,6 @@ Every command imports this module (for `dumps`), so what a rendering needs is im
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,14 @@ __all__ = ["dumps", "render_log", "render_sessions", "render_tree", "result_json
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=2)
+    """`value` as indented JSON (UTF-8 text, not escaped): what every `--json` prints.
+
+    msgspec, not `json.dumps`: the pure-Python indenting encoder spent most of the time of
+    `subagents tree --json` over a big tree (80 ms of ~250 for 10,000 members).
+    """
+    import msgspec  # startup time: see the module's docstring
+
+    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
 
 
 def render_sessions(rows: Sequence[SessionRow]) -> str:
