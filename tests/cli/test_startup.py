@@ -20,9 +20,11 @@ Kept out of `import subagents.cli`, `--help`, `sessions` and `tree` (`ALWAYS_OUT
 Kept out of `import subagents.cli` and `--help` besides (`HELP_OUT`): `jsonschema` (tool and
 definition schemas), `asyncio` (no event loop runs), `msgspec` and the store (not `sqlite3`
 itself: under `make test` coverage imports it in every subprocess), `importlib.metadata`
-(only `--version` reads the package's version) and `pydantic`. Typer imports pydantic to
-coerce parameter values, so every command that is given a value pays for it (and for the
-`importlib.metadata` its plugin loader imports); that cost is Typer's.
+(only `--version` reads the package's version).
+
+Kept out of every command that does not call a model: `pydantic`. Typer 0.29 imports it to
+coerce every parameter value (80 ms with the `importlib.metadata` its plugin loader imports),
+so the project takes Typer below 0.29.
 
 Kept out of `sessions` besides (`SESSIONS_OUT`): `jsonschema` and the runtime's modules (the
 command reads the store; the default store path is the store's own,
@@ -51,6 +53,7 @@ ALWAYS_OUT = (
     "anthropic",
     "mcp",
     "openai",
+    "pydantic",
     "rich",
     "starlette",
     "subagents.core._loop",
@@ -67,7 +70,6 @@ HELP_OUT = (
     "importlib.metadata",
     "jsonschema",
     "msgspec",
-    "pydantic",
     "subagents.sessions",
 )
 SESSIONS_OUT = (
