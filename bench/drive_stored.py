@@ -263,7 +263,7 @@ def tree_command(
     """`subagents tree ROOT --store DB [--json]`, run in this process; output captured.
 
     Timed: the whole command after argument parsing is set up (store open, root header,
-    lease check, `load_tree`, `tree_json`, rendering, echo, store close).
+    lease check, `list_tree`, `tree_json`, rendering, echo, store close).
     """
     command = get_command(app)
     argv = ["tree", built.root, "--store", str(db), *(["--json"] if as_json else [])]
@@ -380,7 +380,7 @@ async def _list_agents(built: BuiltTree, db: Path, profiler: cProfile.Profile | 
     """`list_agents` with no arguments, called by the resumed root through the tool pipeline.
 
     Untimed: `Runtime` open and `resume_agent` of the root. Timed: the call as the agent loop
-    makes it (argument parsing, schema validation, guards, the handler: `list_rows` over the
+    makes it (argument parsing, schema validation, guards, the handler: `children_page` over the
     root's catalog, the first page rendered).
     """
     model = ScriptedModel({})

@@ -10,7 +10,7 @@ from __future__ import annotations
 from continuable_support import Settlements, background, wait_turn
 from delegation_support import Gates, Lifecycle, ToolReply, make_runtime, replies
 
-from subagents.delegation.tools._control import check_page, list_rows
+from subagents.delegation.tools._control import children_page, list_rows
 from subagents.sessions import SubagentCatalog
 
 
@@ -223,10 +223,10 @@ halted:
         halted = await lifecycle.child("halted", rt)
         await rt.continuable.interrupt(lead, halted.id)
         await rt.wait_quiescent()
-        rows = await list_rows(rt.continuable, lead, descendants=False)
-        page = await check_page(rt.continuable, rows)
-        deep = await list_rows(rt.continuable, lead, descendants=True)
+        page, total = await children_page(rt.continuable, lead, offset=0, limit=10)
+        deep = await list_rows(rt.continuable, lead)
     expected = [("fine", "ready"), ("broken", "failed"), ("halted", "aborted")]
+    assert total == 3
     assert [(r.name, r.status) for r in page] == expected
     assert [(r.name, r.status) for r in deep] == expected
     assert page[1].render(descendants=False) == "broken [failed] — Break"

@@ -174,9 +174,15 @@ async def _truth(store: EventStore, tree: Tree) -> list[MemberSummary]:
 
 
 async def _agree(store: EventStore, tree: Tree) -> None:
-    assert await store.tree_members(tree.headers[0].id, tenant="default") == await _truth(
-        store, tree
-    )
+    truth = await _truth(store, tree)
+    assert await store.tree_members(tree.headers[0].id, tenant="default") == truth
+    ids = [h.id for h in tree.headers]
+    # Chosen sessions: in any order, repeated, with an unknown id that is left out.
+    chosen = [*reversed(ids), SessionId("no-such-session"), ids[0]]
+    assert await store.summaries(chosen, tenant="default") == {
+        m.header.id: m.summary for m in truth
+    }
+    assert await store.summaries(ids, tenant="another") == {}
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -288,3 +294,38 @@ async def test_a_missing_summary_is_folded_from_the_log(tmp_path: Path) -> None:
         }
         assert members[lost].summary.usage.usage == Usage(7, 7)
         assert members[lost].summary.status.status == "idle"
+
+
+async def test_summaries_of_more_sessions_than_one_query_binds(tmp_path: Path) -> None:
+    root = SessionHeader(id=new_session_id(), tenant="default", created_at=1.0, cwd="/w")
+    kids = [Tree._child(root, 2.0) for _ in range(1_201)]  # three reads of at most 500 ids
+    async with SqliteEventStore(tmp_path / "s.db") as store:
+        for header in (root, *kids):
+            store.create(header)
+        kid = kids[-1].id
+        await store.append(kid, [EventRecord(0, 5.0, TurnStart(turn=1))])
+        found = await store.summaries([h.id for h in kids], tenant="default")
+    assert sorted(found) == sorted(h.id for h in kids)
+    assert found[kid].status.status == "running"
+    assert {found[h.id].status.status for h in kids[:-1]} == {"idle"}
+
+
+async def test_a_session_whose_summary_and_log_are_both_unreadable_is_left_out(
+    tmp_path: Path,
+) -> None:
+    tree = Tree()
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        for h in tree.headers:
+            store.create(h)
+        await _write(store, tree, [(2, [TurnStart(turn=1), _answer(Usage(7, 7))])])
+    lost = tree.headers[2].id
+    await asyncio.to_thread(
+        _execute,
+        path,
+        f"DELETE FROM summaries WHERE session_id = '{lost}'",
+        f"UPDATE events SET payload = x'00ff' WHERE session_id = '{lost}'",
+    )
+    async with SqliteEventStore(path) as store:
+        found = await store.summaries([h.id for h in tree.headers], tenant="default")
+    assert sorted(found) == sorted(h.id for h in tree.headers if h.id != lost)

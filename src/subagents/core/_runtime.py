@@ -36,6 +36,8 @@ from ..sessions import (
     SessionEndSeed,
     SessionEvent,
     SessionHeader,
+    StatusProjection,
+    StatusView,
     StopReason,
     TurnEnd,
     UsageProjection,
@@ -497,6 +499,24 @@ class AgentRuntime(AsyncResource):
         if live is not None:
             return live.session.records
         return await self.store.read(session_id, tenant=self.tenant)
+
+    async def read_statuses(self, session_ids: Sequence[SessionId]) -> dict[SessionId, StatusView]:
+        """Sessions' status views: loaded agents' from their logs, the rest in one store read.
+
+        Ids the store does not know for this tenant are left out.
+        """
+        statuses: dict[SessionId, StatusView] = {}
+        stored: list[SessionId] = []
+        for session_id in session_ids:
+            live = self._agents.get(session_id)
+            if live is None:
+                stored.append(session_id)
+            else:
+                statuses[session_id] = fold(StatusProjection(), live.session.records)
+        if stored:
+            found = await self.store.summaries(stored, tenant=self.tenant)
+            statuses.update((session_id, summary.status) for session_id, summary in found.items())
+        return statuses
 
     async def deliver(
         self,

@@ -12,7 +12,7 @@ from ..ids import SessionId
 from ._commands import CommandRow, CommandState
 from ._events import EventRecord, SessionHeader, decode_event, encode_event
 from ._store import Lease, WriteDone
-from ._summaries import MemberSummary, summaries_from_logs
+from ._summaries import MemberSummary, SessionSummary, summaries_from_logs
 
 __all__ = ["InMemoryEventStore"]
 
@@ -143,6 +143,18 @@ class InMemoryEventStore(AsyncResource):
         headers = [h for h in self._headers.values() if h.tenant == tenant and h.root_id == root]
         headers.sort(key=lambda h: h.created_at)  # stable: insertion order on ties
         return summaries_from_logs(headers, self._logs)
+
+    async def summaries(
+        self, session_ids: Sequence[SessionId], *, tenant: str
+    ) -> dict[SessionId, SessionSummary]:
+        """The summaries of `tenant`'s sessions among `session_ids`, folded from their logs."""
+        self._check_open()
+        headers = [
+            h
+            for i in dict.fromkeys(session_ids)
+            if (h := self._headers.get(i)) and h.tenant == tenant
+        ]
+        return {m.header.id: m.summary for m in summaries_from_logs(headers, self._logs)}
 
     async def change_count(self) -> int:
         self._check_open()

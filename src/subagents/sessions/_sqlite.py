@@ -76,6 +76,12 @@ _TREE_SESSIONS = (
 )
 _TREE_SUMMARIES = "SELECT session_id, summary FROM summaries WHERE root = ?"
 _TREE_CATALOG = "SELECT child_id, creator, seq, name, mode, label FROM catalog WHERE root = ?"
+_SUMMARIES_OF = (
+    "SELECT s.id, m.summary FROM sessions s"
+    " LEFT JOIN summaries m ON m.root = s.root AND m.session_id = s.id"
+    " WHERE s.id IN ({marks}) AND s.tenant = ?"
+)
+_IDS_PER_QUERY = 500  # well under SQLite's limit on bound parameters
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
 
 
@@ -744,6 +750,39 @@ class SqliteEventStore(AsyncResource):
             entry = None if header.parent is None else entries.get((header.id, header.parent))
             members.append(MemberSummary(header, summary, entry))
         return members
+
+    async def summaries(
+        self, session_ids: Sequence[SessionId], *, tenant: str
+    ) -> dict[SessionId, SessionSummary]:
+        """The summaries of `tenant`'s sessions among `session_ids`, in one read, no log read.
+
+        A session whose summary is missing and whose log cannot be read is left out.
+        """
+        self._check_open()
+        return await asyncio.to_thread(self._summaries, list(dict.fromkeys(session_ids)), tenant)
+
+    def _summaries(
+        self, session_ids: list[SessionId], tenant: str
+    ) -> dict[SessionId, SessionSummary]:
+        found: dict[SessionId, SessionSummary] = {}
+        for start in range(0, len(session_ids), _IDS_PER_QUERY):
+            chunk = session_ids[start : start + _IDS_PER_QUERY]
+            marks = ", ".join("?" * len(chunk))
+            rows: list[tuple[str, bytes | None]] = self._query(
+                _SUMMARIES_OF.format(marks=marks), (*chunk, tenant)
+            )
+            for session_id, kept in rows:
+                if kept is None:  # none kept (a damaged file): the log says
+                    try:
+                        with self._rlock:
+                            assert self._rconn is not None
+                            summary = folded_summary(self._rconn, session_id)[1]
+                    except (StoreError, sqlite3.Error):
+                        continue  # an unreadable log: the session is left out
+                else:
+                    summary = decode_summary(kept)
+                found[SessionId(session_id)] = summary
+        return found
 
     def _query(self, sql: str, params: tuple[object, ...], *, one: bool = False) -> Any:
         """Run one read on the reader connection (from a worker thread)."""

@@ -11,7 +11,7 @@ from typing import Protocol, Self
 from ..ids import SessionId
 from ._commands import CommandRow, CommandState
 from ._events import EventRecord, SessionHeader
-from ._summaries import MemberSummary
+from ._summaries import MemberSummary, SessionSummary
 
 __all__ = ["EventStore", "Lease", "WriteDone"]
 
@@ -56,7 +56,8 @@ class EventStore(Protocol):
     - `list_headers` returns headers newest first; `roots_only` keeps sessions without a parent.
     - `tree_members` returns every session of a tree, oldest first, each with its summary (as
       folding its log gives it) and its parent's catalog entry for it, without reading logs
-      where the store keeps summaries.
+      where the store keeps summaries; `summaries` gives the same summaries for chosen sessions,
+      leaving out ids that are unknown or another tenant's.
     - Lifecycle: `async with` opens, `aclose()` drains pending appends and closes, is safe to call
       twice; use after close raises `ClosedError`.
     """
@@ -119,6 +120,12 @@ class EventStore(Protocol):
 
     async def tree_members(self, root: SessionId, *, tenant: str) -> list[MemberSummary]:
         """Every session of `root`'s tree, oldest first, with its summary and catalog entry."""
+        ...
+
+    async def summaries(
+        self, session_ids: Sequence[SessionId], *, tenant: str
+    ) -> dict[SessionId, SessionSummary]:
+        """The summaries of those of `session_ids` that are `tenant`'s sessions (others absent)."""
         ...
 
     async def change_count(self) -> int:

@@ -37,7 +37,7 @@ from .._wording import (
 from ._subagent import calling_agent
 from ._transcript import AgentReference, transcript_tool
 
-__all__ = ["AgentRow", "check_page", "control_tools", "list_rows", "report_tool"]
+__all__ = ["AgentRow", "children_page", "control_tools", "list_rows", "report_tool"]
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
@@ -74,8 +74,6 @@ class AgentRow:
     parent: str | None = None
     depth: int = 1
     diagnostic: str | None = None
-    unchecked: str | None = None
-    """The session id of a stored child whose log was not read yet (children scope)."""
 
     def render(self, *, descendants: bool) -> str:
         """The row as `list_agents` shows it."""
@@ -90,12 +88,10 @@ class AgentRow:
         )
 
 
-async def list_rows(
-    manager: ContinuableManager, caller: Agent, *, descendants: bool
-) -> list[AgentRow]:
-    """The caller's continuable children (or all descendants, in pre-order).
+async def list_rows(manager: ContinuableManager, caller: Agent) -> list[AgentRow]:
+    """All of the caller's descendants that are continuable, in pre-order, each log read.
 
-    Read from the catalogs; a child whose log cannot be read becomes a diagnostic row.
+    A child whose log cannot be read becomes a diagnostic row.
     """
     rows: list[AgentRow] = []
     runtime = manager.runtime
@@ -107,27 +103,46 @@ async def list_rows(
             if entry.mode != "continuable":
                 continue
             name = full_name(creator_name, entry.name) if entry.name else entry.child_id
-            agent = runtime.get_agent(entry.child_id)
-            status = Status.READY if agent is None else _live(agent)
-            parent = None if creator == caller.id and not descendants else creator_name
-            if not descendants:
-                # Stored children are checked only when their page is shown (`check_page`):
-                # the catalog alone lists thousands of children without a read each.
-                unchecked = entry.child_id if agent is None else None
-                rows.append(AgentRow(name, status, entry.label, unchecked=unchecked))
-                continue
             try:
                 child_records = await runtime.read_log(SessionId(entry.child_id))
             except Exception:
-                rows.append(AgentRow(entry.child_id, "", "", parent, depth, UNAVAILABLE_TEXT))
+                rows.append(AgentRow(entry.child_id, "", "", creator_name, depth, UNAVAILABLE_TEXT))
                 continue
-            if agent is None:
-                status = _stored(child_records)
-            rows.append(AgentRow(name, status, entry.label, parent, depth))
+            agent = runtime.get_agent(entry.child_id)
+            status = _stored(child_records) if agent is None else _live(agent)
+            rows.append(AgentRow(name, status, entry.label, creator_name, depth))
             await visit(SessionId(entry.child_id), name, depth + 1, child_records)
 
     await visit(caller.id, caller.name, 1, caller.session.records)
     return rows
+
+
+async def children_page(
+    manager: ContinuableManager, caller: Agent, *, offset: int, limit: int
+) -> tuple[list[AgentRow], int]:
+    """One page of the caller's continuable children, and how many it has in all.
+
+    Only the page's rows are built (a catalog of thousands is not read child by child): live
+    children from their agents, stored ones from the store's summaries in one read. A child
+    the store does not have becomes a diagnostic row.
+    """
+    runtime = manager.runtime
+    entries = [e for e in catalog_entries(caller.session.records) if e.mode == "continuable"]
+    page = entries[offset : offset + limit]
+    statuses = await runtime.read_statuses([SessionId(e.child_id) for e in page])
+    rows: list[AgentRow] = []
+    for entry in page:
+        name = full_name(caller.name, entry.name) if entry.name else entry.child_id
+        agent = runtime.get_agent(entry.child_id)
+        view = statuses.get(SessionId(entry.child_id))
+        if agent is not None:
+            rows.append(AgentRow(name, _live(agent), entry.label))
+        elif view is None:
+            rows.append(AgentRow(entry.child_id, "", "", diagnostic=UNAVAILABLE_TEXT))
+        else:
+            status = stored_status(view, held=False, continuable=True)
+            rows.append(AgentRow(name, status, entry.label))
+    return rows, len(entries)
 
 
 def _live(agent: Agent) -> Status:
@@ -138,22 +153,6 @@ def _live(agent: Agent) -> Status:
 def _stored(records: Sequence[EventRecord]) -> Status:
     # Not loaded by this process: an open turn in its log was cut off by a process that died.
     return stored_status(fold(StatusProjection(), records), held=False, continuable=True)
-
-
-async def check_page(manager: ContinuableManager, page: list[AgentRow]) -> list[AgentRow]:
-    """Read the stored children of one page: their status, or a diagnostic when unreadable."""
-    checked: list[AgentRow] = []
-    for row in page:
-        if row.unchecked is not None:
-            try:
-                await manager.runtime.read_header(SessionId(row.unchecked))
-                records = await manager.runtime.read_log(SessionId(row.unchecked))
-            except Exception:
-                row = AgentRow(row.unchecked, "", "", diagnostic=UNAVAILABLE_TEXT)
-            else:
-                row = AgentRow(row.name, _stored(records), row.label)
-        checked.append(row)
-    return checked
 
 
 def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
@@ -221,12 +220,15 @@ def control_tools(manager: ContinuableManager) -> list[ToolSpec]:
         # int(): an integral float (5.0) passes the schema as an integer.
         offset = int(cursor or 0)
         page_size = int(limit or DEFAULT_LIMIT)
-        rows = await list_rows(manager, caller, descendants=descendants)
-        if not rows:
+        if descendants:
+            rows = await list_rows(manager, caller)
+            page, total = rows[offset : offset + page_size], len(rows)
+        else:
+            page, total = await children_page(manager, caller, offset=offset, limit=page_size)
+        if not total:
             return NO_AGENTS_TEXT
-        page = await check_page(manager, rows[offset : offset + page_size])
         lines = [row.render(descendants=descendants) for row in page]
-        left = len(rows) - offset - len(page)
+        left = total - offset - len(page)
         if left > 0:
             lines.append(agents_left_text(left, offset + len(page)))
         return "\n".join(lines) if lines else no_agents_at_text(offset)
