@@ -107,10 +107,16 @@ async def is_held(store: EventStore, root: SessionId, *, now: float) -> bool:
 async def list_sessions(store: EventStore, *, tenant: str, now: float) -> list[SessionRow]:
     """Root sessions of `tenant`, newest first, with their status."""
     rows: list[SessionRow] = []
-    for header in await store.list_headers(tenant=tenant, roots_only=True):
-        records = await store.read(header.id, tenant=tenant)
+    headers = await store.list_headers(tenant=tenant, roots_only=True)
+    summaries = await store.summaries([h.id for h in headers], tenant=tenant)
+    for header in headers:
+        summary = summaries.get(header.id)
+        if summary is None:  # unreadable: reading the log raises the store's error
+            view = fold(StatusProjection(), await store.read(header.id, tenant=tenant))
+        else:
+            view = summary.status
         held = await is_held(store, header.id, now=now)
-        rows.append(SessionRow(header, tree_status(fold(StatusProjection(), records), held=held)))
+        rows.append(SessionRow(header, tree_status(view, held=held)))
     return rows
 
 

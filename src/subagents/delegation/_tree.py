@@ -87,7 +87,9 @@ async def list_tree(
     while pending:
         member, row = pending.pop()
         listed.append(ListedMember(row, member.summary))
-        children = by_parent.get(member.header.id, ())
+        children = by_parent.get(member.header.id)
+        if not children:
+            continue
         named = row.name == ROOT_NAME or named_path(row.name)
         for child in reversed(children):  # a stack: the first child is listed next
             entry = child.entry
@@ -176,7 +178,12 @@ def approvals_below(own: Mapping[str, int], parents: Mapping[str, str | None]) -
 def _roll_up_approvals(rows: list[dict[str, object]], members: Sequence[ListedMember]) -> None:
     """Each row's pending approval requests (`approvals_pending`) and its subtree's below it."""
     own = {m.row.name: len(m.summary.status.waiting) for m in members}
-    below = approvals_below(own, {m.row.name: m.row.parent for m in members})
+    # Most trees wait for nothing: then no parent map is built to roll nothing up.
+    below = (
+        approvals_below(own, {m.row.name: m.row.parent for m in members})
+        if any(own.values())
+        else {}
+    )
     for row, member in zip(rows, members, strict=True):
         row["approvals_pending"] = own[member.row.name]
         row["approvals_below"] = below.get(member.row.name, 0)

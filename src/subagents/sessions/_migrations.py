@@ -72,9 +72,13 @@ CREATE TABLE catalog (
     label TEXT NOT NULL,
     PRIMARY KEY (root, child_id, creator)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sessions_by_tree ON sessions (root, tenant, created_at);
+DROP INDEX IF EXISTS sessions_by_root;
 """
 # Both are keyed by their tree's root first: a tree's rows are one range of each table, so a
-# listing reads them in order instead of looking each member up.
+# listing reads them in order instead of looking each member up. The sessions of a tree are
+# indexed in creation order, so a listing reads them without a sort (the index replaces the
+# one on root alone, which it covers).
 UPSERT_CATALOG: Final = (
     "INSERT INTO catalog (root, child_id, creator, seq, name, mode, label) "
     "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (root, child_id, creator) DO UPDATE "
@@ -200,7 +204,11 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         CREATE INDEX commands_by_root ON commands (root, state, id);
         """,
     ),
-    Migration(4, "create summaries and catalog, rebuilt from the logs", _rebuild_summaries),
+    Migration(
+        4,
+        "create summaries and catalog, rebuilt from the logs",
+        _rebuild_summaries,
+    ),
 )
 
 
