@@ -276,15 +276,22 @@ async def test_an_older_store_gets_its_summaries_from_its_logs(tmp_path: Path) -
     assert [by_id[h.id].entry is not None for h in tree.headers] == [False, True, True, True]
 
 
-async def test_a_missing_summary_is_folded_from_the_log(tmp_path: Path) -> None:
+async def _with_a_lost_summary(path: Path, *damage: str) -> tuple[Tree, SessionId]:
+    """A stored tree whose first child's summary row is gone (and `damage` done after)."""
     tree = Tree()
-    path = tmp_path / "s.db"
     async with SqliteEventStore(path) as store:
         for h in tree.headers:
             store.create(h)
         await _write(store, tree, [(2, [TurnStart(turn=1), _answer(Usage(7, 7))])])
     lost = tree.headers[2].id
-    await asyncio.to_thread(_execute, path, f"DELETE FROM summaries WHERE session_id = '{lost}'")
+    statements = [f"DELETE FROM summaries WHERE session_id = '{lost}'", *damage]
+    await asyncio.to_thread(_execute, path, *(s.format(lost=lost) for s in statements))
+    return tree, lost
+
+
+async def test_a_missing_summary_is_folded_from_the_log(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    tree, lost = await _with_a_lost_summary(path)
     async with SqliteEventStore(path) as store:
         await _agree(store, tree)  # read: folded from the log
         await _write(store, tree, [(2, [TurnEnd(turn=1, reason="completed")])])
@@ -313,18 +320,9 @@ async def test_summaries_of_more_sessions_than_one_query_binds(tmp_path: Path) -
 async def test_a_session_whose_summary_and_log_are_both_unreadable_is_left_out(
     tmp_path: Path,
 ) -> None:
-    tree = Tree()
     path = tmp_path / "s.db"
-    async with SqliteEventStore(path) as store:
-        for h in tree.headers:
-            store.create(h)
-        await _write(store, tree, [(2, [TurnStart(turn=1), _answer(Usage(7, 7))])])
-    lost = tree.headers[2].id
-    await asyncio.to_thread(
-        _execute,
-        path,
-        f"DELETE FROM summaries WHERE session_id = '{lost}'",
-        f"UPDATE events SET payload = x'00ff' WHERE session_id = '{lost}'",
+    tree, lost = await _with_a_lost_summary(
+        path, "UPDATE events SET payload = x'00ff' WHERE session_id = '{lost}'"
     )
     async with SqliteEventStore(path) as store:
         found = await store.summaries([h.id for h in tree.headers], tenant="default")
