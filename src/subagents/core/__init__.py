@@ -51,7 +51,6 @@ if TYPE_CHECKING:
         iso as iso,
         lease_alive as lease_alive,
         list_sessions as list_sessions,
-        root_row as root_row,
         total_usage as total_usage,
         usage_json as usage_json,
     )
@@ -118,7 +117,6 @@ __all__ = [
     "live_status",
     "pick_request",
     "replay_inbox",
-    "root_row",
     "run_result",
     "stored_status",
     "stream_while",
@@ -162,7 +160,6 @@ _SOURCES = {
         "iso",
         "lease_alive",
         "list_sessions",
-        "root_row",
         "total_usage",
         "usage_json",
     ),

@@ -22,7 +22,6 @@ from ..sessions import (
     StatusProjection,
     StatusView,
     TurnEnd,
-    UsageProjection,
     UsageView,
     UserMessageEvent,
     fold,
@@ -37,7 +36,6 @@ __all__ = [
     "is_held",
     "lease_alive",
     "list_sessions",
-    "root_row",
     "total_usage",
     "trace_message",
     "tree_status",
@@ -161,21 +159,6 @@ def total_usage(rows: Sequence[TreeRow]) -> UsageView:
         usage = usage + row.usage.usage
         calls += row.usage.model_calls
     return UsageView(usage, calls)
-
-
-def root_row(
-    header: SessionHeader, records: Sequence[EventRecord], *, held: bool = True
-) -> TreeRow:
-    """The root's row of a tree listing, from its header and log (`held`: a process has it)."""
-    return TreeRow(
-        header=header,
-        name="lead",
-        parent=None,
-        mode="root",
-        status=tree_status(fold(StatusProjection(), records), held=held),
-        label="lead",
-        usage=fold(UsageProjection(), records),
-    )
 
 
 @dataclass(frozen=True, slots=True)

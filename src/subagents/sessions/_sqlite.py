@@ -740,13 +740,7 @@ class SqliteEventStore(AsyncResource):
         members: list[MemberSummary] = []
         for (blob,) in headers:
             header = decode_header(blob)
-            kept = summaries.get(header.id)
-            if kept is None:  # none kept (a damaged file): the log says
-                with self._rlock:
-                    assert self._rconn is not None
-                    summary = folded_summary(self._rconn, header.id)[1]
-            else:
-                summary = decode_summary(kept)
+            summary = self._kept_or_folded(header.id, summaries.get(header.id))
             entry = None if header.parent is None else entries.get((header.id, header.parent))
             members.append(MemberSummary(header, summary, entry))
         return members
@@ -772,17 +766,19 @@ class SqliteEventStore(AsyncResource):
                 _SUMMARIES_OF.format(marks=marks), (*chunk, tenant)
             )
             for session_id, kept in rows:
-                if kept is None:  # none kept (a damaged file): the log says
-                    try:
-                        with self._rlock:
-                            assert self._rconn is not None
-                            summary = folded_summary(self._rconn, session_id)[1]
-                    except (StoreError, sqlite3.Error):
-                        continue  # an unreadable log: the session is left out
-                else:
-                    summary = decode_summary(kept)
-                found[SessionId(session_id)] = summary
+                try:
+                    found[SessionId(session_id)] = self._kept_or_folded(session_id, kept)
+                except (StoreError, sqlite3.Error):
+                    continue  # no summary kept and an unreadable log: the session is left out
         return found
+
+    def _kept_or_folded(self, session_id: str, kept: bytes | None) -> SessionSummary:
+        """The summary kept for a session, or (none kept: a damaged file) its log's fold."""
+        if kept is not None:
+            return decode_summary(kept)
+        with self._rlock:
+            assert self._rconn is not None
+            return folded_summary(self._rconn, session_id)[1]
 
     def _query(self, sql: str, params: tuple[object, ...], *, one: bool = False) -> Any:
         """Run one read on the reader connection (from a worker thread)."""
