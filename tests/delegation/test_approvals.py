@@ -180,9 +180,9 @@ async def test_a_gated_grandchild_call_waits_listed_and_runs_once_when_approved(
             ("a", Status.RUNNING),
             ("a/b", Status.WAITING),
         ]
-        rows = {str(r["name"]): r for r in tree_json(tree_now)}
-        assert rows["a/b"]["status"] == "waiting for approval"
-        assert {n: (r["approvals_pending"], r["approvals_below"]) for n, r in rows.items()} == {
+        rows = {r.name: r for r in tree_json(tree_now)}
+        assert rows["a/b"].status == "waiting for approval"
+        assert {n: (r.approvals_pending, r.approvals_below) for n, r in rows.items()} == {
             "lead": (0, 1),
             "a": (0, 1),
             "a/b": (1, 0),
@@ -206,8 +206,8 @@ async def test_a_gated_grandchild_call_waits_listed_and_runs_once_when_approved(
         assert await rt2.approvals() == []
         after = await logs(rt2, root)
         assert all(m.row.status != Status.WAITING for m in await members(rt2, root))
-        rows = {str(r["name"]): r for r in tree_json(await members(rt2, root))}
-    assert all((r["approvals_pending"], r["approvals_below"]) == (0, 0) for r in rows.values())
+        rows = {r.name: r for r in tree_json(await members(rt2, root))}
+    assert all((r.approvals_pending, r.approvals_below) == (0, 0) for r in rows.values())
     b = after["a/b"]
     tags = ("tool/approval-requested", "tool/approval-decided", "tool/call", "tool/result")
     assert kinds_of(b, *tags) == list(tags)
@@ -411,7 +411,7 @@ lead:
         (lead,) = await members(tree.runtime, tree.root)
         assert lead.row.status == Status.WAITING
         (row,) = tree_json([lead])
-        assert (row["approvals_pending"], row["approvals_below"]) == (1, 0)
+        assert (row.approvals_pending, row.approvals_below) == (1, 0)
         await tree.runtime.approve(tree.root, "lead")
         result = await tree.run
     assert result.output == "lead done"

@@ -269,9 +269,9 @@ async def test_the_status_words_tell_settled_stopped_crashed_and_cut_off_apart(
         dead = tree_json(await load_tree(store, root, held=False))
         live = tree_json(await load_tree(store, root, held=True))
     expected = [("lead", "crashed"), *((name, status) for name, _, _, status in CHILDREN)]
-    assert [(r["name"], r["status"]) for r in dead] == expected
+    assert [(r.name, r.status) for r in dead] == expected
     # While a live process holds the tree, an open turn is running, not crashed.
-    assert [(r["name"], r["status"]) for r in live] == [
+    assert [(r.name, r.status) for r in live] == [
         (name, "running" if status == "crashed" else status) for name, status in expected
     ]
-    assert {r["status"] for r in dead} <= {str(s) for s in Status}
+    assert {r.status for r in dead} <= set(Status)

@@ -17,6 +17,7 @@ from subagents.errors import ErrorCode, StoreError
 from subagents.ids import new_session_id
 from subagents.sessions import SqliteEventStore
 from subagents.sessions._events import EventRecord, SessionHeader, TurnStart
+from subagents.sessions._migrations import CURRENT_SCHEMA_VERSION
 
 
 async def _good_store(path: Path) -> None:
@@ -74,7 +75,9 @@ Damage = Callable[[Path], None]
     ("damage", "needle"),
     [
         pytest.param(
-            _drop_events, "schema version 4 is recorded but the table events", id="events"
+            _drop_events,
+            f"schema version {CURRENT_SCHEMA_VERSION} is recorded but the table events",
+            id="events",
         ),
         pytest.param(_drop_leases, "the table leases is missing", id="leases"),
         pytest.param(_drop_a_column, "the table leases lacks the column pid", id="column"),

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from subagents.ids import MessageId, SessionId, new_session_id
@@ -173,9 +174,17 @@ async def _truth(store: EventStore, tree: Tree) -> list[MemberSummary]:
     return summaries_from_logs(headers, logs)
 
 
+async def _members(store: EventStore, tree: Tree) -> dict[SessionId, MemberSummary]:
+    """The tree's members as the store lists them, by id (a listing has no set order)."""
+    listed = await store.tree_members(tree.headers[0].id, tenant="default")
+    members = {m.header.id: m for m in listed}
+    assert len(members) == len(listed)
+    return members
+
+
 async def _agree(store: EventStore, tree: Tree) -> None:
     truth = await _truth(store, tree)
-    assert await store.tree_members(tree.headers[0].id, tenant="default") == truth
+    assert await _members(store, tree) == {m.header.id: m for m in truth}
     ids = [h.id for h in tree.headers]
     # Chosen sessions: in any order, repeated, with an unknown id that is left out.
     chosen = [*reversed(ids), SessionId("no-such-session"), ids[0]]
@@ -200,9 +209,7 @@ def test_summaries_equal_a_fold_of_the_logs(first: Plan, second: Plan) -> None:
             await _write(mem, memory_tree, first)
             await _agree(store, tree)
             await _agree(mem, memory_tree)
-            assert await store.tree_members(
-                tree.headers[0].id, tenant="default"
-            ) == await mem.tree_members(tree.headers[0].id, tenant="default")
+            assert await _members(store, tree) == await _members(mem, memory_tree)
         async with SqliteEventStore(path) as reopened:  # a new process: nothing cached
             await _write(reopened, tree, second)
             await _agree(reopened, tree)
@@ -225,10 +232,7 @@ async def test_another_process_writing_the_same_session_keeps_them_true(tmp_path
         await _write(mine, tree, [(kid, [TurnEnd(turn=1, reason="completed")])])
         await _agree(mine, tree)
         await _agree(theirs, tree)
-        members = {
-            m.header.id: m for m in await mine.tree_members(tree.headers[0].id, tenant="default")
-        }
-        summary = members[tree.headers[kid].id].summary
+        summary = (await _members(mine, tree))[tree.headers[kid].id].summary
         assert summary.usage.usage == Usage(13, 5)
         assert summary.usage.model_calls == 2
         assert (summary.status.status, summary.status.waiting) == ("idle", ())
@@ -244,7 +248,32 @@ def _execute(path: Path, *statements: str) -> None:
         conn.close()
 
 
-async def test_an_older_store_gets_its_summaries_from_its_logs(tmp_path: Path) -> None:
+# What a store written by an older build looks like: before summaries (schema version 3), and
+# with summaries that do not carry headers and entries yet (4).
+OLDER_STORES = [
+    pytest.param(
+        (
+            "DROP TABLE summaries",
+            "DROP TABLE catalog",
+            "DELETE FROM schema_migrations WHERE version >= 4",
+        ),
+        id="v3",
+    ),
+    pytest.param(
+        (
+            "ALTER TABLE summaries DROP COLUMN header",
+            "ALTER TABLE summaries DROP COLUMN entry",
+            "DELETE FROM schema_migrations WHERE version >= 5",
+        ),
+        id="v4",
+    ),
+]
+
+
+@pytest.mark.parametrize("downgrade", OLDER_STORES)
+async def test_an_older_store_gets_its_summaries_from_its_logs(
+    tmp_path: Path, downgrade: tuple[str, ...]
+) -> None:
     tree = Tree()
     path = tmp_path / "s.db"
     plan: Plan = [
@@ -256,19 +285,12 @@ async def test_an_older_store_gets_its_summaries_from_its_logs(tmp_path: Path) -
         for h in tree.headers:
             store.create(h)
         await _write(store, tree, plan)
-        expected = await store.tree_members(tree.headers[0].id, tenant="default")
-    # What a store written by a build before summaries looks like: schema version 3.
-    await asyncio.to_thread(
-        _execute,
-        path,
-        "DROP TABLE summaries",
-        "DROP TABLE catalog",
-        "DELETE FROM schema_migrations WHERE version = 4",
-    )
+        expected = await _members(store, tree)
+    await asyncio.to_thread(_execute, path, *downgrade)
     async with SqliteEventStore(path) as migrated:
-        assert await migrated.tree_members(tree.headers[0].id, tenant="default") == expected
+        assert await _members(migrated, tree) == expected
         await _agree(migrated, tree)
-    by_id = {m.header.id: m for m in expected}
+    by_id = expected
     assert by_id[tree.headers[1].id].summary.limits == (100, None, 2)
     assert by_id[tree.headers[1].id].summary.status.waiting == ("c2",)
     # The grandchild's first descriptor is inside its seed: its own is the second one.
@@ -289,6 +311,49 @@ async def _with_a_lost_summary(path: Path, *damage: str) -> tuple[Tree, SessionI
     return tree, lost
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param("UPDATE summaries SET header = NULL WHERE session_id = '{kid}'", id="header"),
+        pytest.param(
+            "UPDATE summaries SET entry = '[1, 2]' WHERE session_id = '{kid}'", id="entry"
+        ),
+        pytest.param(
+            "UPDATE summaries SET summary = x'00ff' WHERE session_id = '{kid}'", id="blob"
+        ),
+        pytest.param("DELETE FROM summaries WHERE session_id = '{kid}'", id="row"),
+        pytest.param(
+            "UPDATE summaries SET header = (SELECT header FROM summaries WHERE session_id = "
+            "'{root}') WHERE session_id = '{kid}'",
+            id="a-sibling's-header",
+        ),
+        pytest.param(
+            "UPDATE summaries SET header = replace(header, '{root}', 'elsewhere') "
+            "WHERE session_id = '{kid}'",
+            id="another-tree's-header",
+        ),
+    ],
+)
+async def test_a_damaged_member_row_is_listed_from_the_other_tables(
+    tmp_path: Path, damage: str
+) -> None:
+    """A row the one-read listing cannot use (incomplete, undecodable, not its session's) does
+    not list a wrong tree: the members are read from the sessions, summaries and catalog."""
+    tree = Tree()
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        for h in tree.headers:
+            store.create(h)
+        await _write(store, tree, [(0, ["catalog", "catalog"]), (1, [TurnStart(turn=1)])])
+        expected = await _members(store, tree)
+    assert [expected[h.id].entry is not None for h in tree.headers[1:3]] == [True, True]
+    kid, root = tree.headers[1].id, tree.headers[0].id
+    await asyncio.to_thread(_execute, path, damage.format(kid=kid, root=root))
+    async with SqliteEventStore(path) as store:
+        assert await _members(store, tree) == expected
+        await _agree(store, tree)
+
+
 async def test_a_missing_summary_is_folded_from_the_log(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     tree, lost = await _with_a_lost_summary(path)
@@ -296,9 +361,7 @@ async def test_a_missing_summary_is_folded_from_the_log(tmp_path: Path) -> None:
         await _agree(store, tree)  # read: folded from the log
         await _write(store, tree, [(2, [TurnEnd(turn=1, reason="completed")])])
         await _agree(store, tree)  # written: rebuilt from the log, the new records included
-        members = {
-            m.header.id: m for m in await store.tree_members(tree.headers[0].id, tenant="default")
-        }
+        members = await _members(store, tree)
         assert members[lost].summary.usage.usage == Usage(7, 7)
         assert members[lost].summary.status.status == "idle"
 

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -51,14 +51,14 @@ from ._options import (
     StreamOpt,
     TenantOpt,
 )
-from ._render import dumps, render_log, render_sessions, render_tree, result_json
+from ._render import dumps, render_log, render_sessions, render_tree, result_json, tree_usage
 from ._settings import config, settings_for
 from ._watch import DEFAULT_INTERVAL, watch
 from ._web import web
 
 if TYPE_CHECKING:
     from ..core import RunResult
-    from ..delegation import Placement
+    from ..delegation import Placement, TreeJsonRow
     from ..sessions import SessionHeader
     from ..workflows import Runtime
 
@@ -125,13 +125,17 @@ def _print_result(
     result: RunResult,
     *,
     as_json: bool,
-    tree: list[dict[str, Any]] | None = None,
+    tree: list[TreeJsonRow] | None = None,
     streamed: bool = False,
 ) -> None:
     if streamed:
         pass  # the stream's last line was the result
     elif as_json:
-        typer.echo(dumps(result_json(result, tree)))
+        typer.echo(
+            dumps(
+                result_json(result, None if tree is None else tree_usage(tree, result.session_id))
+            )
+        )
     elif result.output:  # a failed turn with no text prints no empty line before its reason
         typer.echo(result.output)
     line = reason_line(result)
@@ -139,7 +143,7 @@ def _print_result(
         typer.echo(line, err=True)
 
 
-async def _tree_rows(runtime: Runtime, root: SessionId) -> list[dict[str, Any]]:
+async def _tree_rows(runtime: Runtime, root: SessionId) -> list[TreeJsonRow]:
     """The rows of `root`'s tree (for usage), read by the live runtime that holds it."""
     from ..delegation import tree_json  # startup time: see the module's docstring
 
@@ -217,7 +221,7 @@ def run(
     cap = _flag_or(max_tokens, None if settings.max_tokens is None else settings.max_tokens.value)
     mcp = mcp_options(settings)
 
-    async def main() -> tuple[RunResult, list[dict[str, Any]]]:
+    async def main() -> tuple[RunResult, list[TreeJsonRow]]:
         async with runtime_for(
             store,
             tenant=tenant,
@@ -237,7 +241,7 @@ def run(
             with LiveTree(runtime, enabled=is_terminal()), printer, ApprovalNotices(runtime):
                 result = await runtime.run(text, agent=lead)
             rows = await _tree_rows(runtime, result.session_id)
-            await printer.finish(result_json(result, rows))
+            await printer.finish(result_json(result, tree_usage(rows, result.session_id)))
             return result, rows
 
     result, rows = run_async(main)
@@ -330,7 +334,7 @@ def _on_stored_tree(
     definitions = definitions_for(header.cwd, tenant, settings=settings)
     mcp = mcp_options(settings)
 
-    async def main() -> tuple[RunResult, list[dict[str, Any]]]:
+    async def main() -> tuple[RunResult, list[TreeJsonRow]]:
         async with runtime_for(
             store,
             tenant=tenant,
@@ -346,7 +350,7 @@ def _on_stored_tree(
             with LiveTree(runtime, enabled=is_terminal()), printer, ApprovalNotices(runtime):
                 result = await verb(runtime, header.id)
             rows = await _tree_rows(runtime, header.id)
-            await printer.finish(result_json(result, rows))
+            await printer.finish(result_json(result, tree_usage(rows, result.session_id)))
             return result, rows
 
     result, rows = run_async(main)
@@ -476,7 +480,7 @@ def demo(
     tools = list(DEMO_TOOLS)
     model = ScriptedModel.from_file(script)
 
-    async def main() -> tuple[RunResult, list[dict[str, Any]]]:
+    async def main() -> tuple[RunResult, list[TreeJsonRow]]:
         async with runtime_for(
             store,
             tenant=tenant,
@@ -494,7 +498,9 @@ def demo(
 
     result, rows = run_async(main)
     if as_json:
-        typer.echo(dumps({**result_json(result, rows), "tree": rows}))
+        typer.echo(
+            dumps({**result_json(result, tree_usage(rows, result.session_id)), "tree": rows})
+        )
     else:
         if result.output:
             typer.echo(result.output + "\n")
@@ -562,7 +568,7 @@ def tree(
     check_tenant(tenant)
     require_existing_store(store)
 
-    async def main() -> list[dict[str, Any]]:
+    async def main() -> list[TreeJsonRow]:
         async with open_store(store) as opened:
             header = await resolve_root(opened, tenant, session)
             held = await is_held(opened, header.id, now=time.time())

@@ -11,10 +11,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..core import RunResult, SessionRow
+    from ..delegation import TreeJsonRow
     from ..messages import AssistantMessage
     from ..sessions import EventRecord
 
-__all__ = ["dumps", "render_log", "render_sessions", "render_tree", "result_json"]
+__all__ = [
+    "RunUsage",
+    "dumps",
+    "render_log",
+    "render_sessions",
+    "render_tree",
+    "result_json",
+    "tree_usage",
+]
 
 
 def dumps(value: Any) -> str:
@@ -41,31 +50,34 @@ def render_sessions(rows: Sequence[SessionRow]) -> str:
     return "\n".join(lines)
 
 
-def render_tree(rows: Sequence[dict[str, Any]]) -> str:
+def render_tree(rows: Sequence[TreeJsonRow]) -> str:
     lines: list[str] = []
     for row in rows:
-        usage = row["usage"]
-        indent = "  " * int(row["depth"])
-        budget: dict[str, int] = row.get("budget") or {}
+        usage = row.usage
+        indent = "  " * row.depth
+        budget = row.budget
         limits = (
-            "  budget " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in budget.items())
-            if budget
+            "  budget "
+            + ", ".join(
+                f"{key.replace('_', ' ')} {value}"
+                for key in budget.__struct_fields__
+                if (value := getattr(budget, key)) is not None
+            )
+            if budget is not None
             else ""
         )
-        below = int(row.get("approvals_below") or 0)
-        pending = f"  {pending_below(below)}" if below else ""
+        pending = f"  {pending_below(row.approvals_below)}" if row.approvals_below else ""
         lines.append(
-            f"{indent}{row['name']}  [{row['status']}]  {row['mode']}  "
-            f"tokens in/out {usage['input_tokens']}/{usage['output_tokens']}, "
-            f"{usage['model_calls']} model calls{limits}{pending}  ({row['session_id']})"
+            f"{indent}{row.name}  [{row.status}]  {row.mode}  "
+            f"tokens in/out {usage.input_tokens}/{usage.output_tokens}, "
+            f"{usage.model_calls} model calls{limits}{pending}  ({row.session_id})"
         )
-    if rows:
-        total = rows[0].get("total_usage")
-        if isinstance(total, dict):
-            lines.append(
-                f"total: tokens in/out {total['input_tokens']}/{total['output_tokens']}, "
-                f"{total['model_calls']} model calls"
-            )
+    if rows and rows[0].total_usage is not None:
+        total = rows[0].total_usage
+        lines.append(
+            f"total: tokens in/out {total.input_tokens}/{total.output_tokens}, "
+            f"{total.model_calls} model calls"
+        )
     return "\n".join(lines)
 
 
@@ -134,11 +146,26 @@ def render_log(records: Sequence[EventRecord]) -> str:
     return "\n".join(lines)
 
 
-def result_json(result: RunResult, tree: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+RunUsage = tuple["dict[str, int] | None", "dict[str, int]"]
+"""What a run's JSON shows of its tree: the agent's own usage (if listed), the tree's total."""
+
+
+def tree_usage(rows: Sequence[TreeJsonRow], session_id: str) -> RunUsage | None:
+    """`session_id`'s usage and the total, from `subagents tree --json`'s rows (None: no rows)."""
+    import msgspec  # startup time: see the module's docstring
+
+    if not rows:
+        return None
+    own = next((r.usage for r in rows if r.session_id == session_id), None)
+    total: dict[str, int] = msgspec.to_builtins(rows[0].total_usage)
+    return (None if own is None else msgspec.to_builtins(own)), total
+
+
+def result_json(result: RunResult, usage: RunUsage | None = None) -> dict[str, Any]:
     """The JSON of a run's result, the same keys in `run`, `resume`, `send` and `demo`.
 
-    With the tree's rows, `usage` is the agent's own (with its model calls) and `total_usage`
-    the whole tree's, as in `subagents tree --json`.
+    With its tree's `usage`, `usage` is the agent's own (with its model calls) and
+    `total_usage` the whole tree's, as in `subagents tree --json`.
     """
     payload: dict[str, Any] = {
         "session_id": result.session_id,
@@ -149,11 +176,11 @@ def result_json(result: RunResult, tree: list[dict[str, Any]] | None = None) -> 
             "output_tokens": result.usage.output_tokens,
         },
     }
-    if tree:
-        own = next((r for r in tree if r["session_id"] == result.session_id), None)
+    if usage is not None:
+        own, total = usage
         if own is not None:
-            payload["usage"] = own["usage"]
-        payload["total_usage"] = tree[0]["total_usage"]
+            payload["usage"] = own
+        payload["total_usage"] = total
     if result.error_code:
         payload["error"] = {"code": result.error_code, "message": result.error_message}
     return payload

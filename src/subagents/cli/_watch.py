@@ -202,7 +202,10 @@ def watch(
 
     view, died = run_async(main)
     if as_json:
-        typer.echo(line_text(result_line(result_json(view.result(), view.usage_rows()))))
+        result = view.result()
+        rows = view.usage_rows()
+        own = next((r["usage"] for r in rows if r["session_id"] == result.session_id), None)
+        typer.echo(line_text(result_line(result_json(result, (own, rows[0]["total_usage"])))))
     elif not terminal:
         typer.echo("\n".join(row.text() for row in view.rows(held=False, now=time.time())))
     if died:

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     )
     from ._tree import (
         ListedMember as ListedMember,
+        TreeJsonRow as TreeJsonRow,
         TreeMember as TreeMember,
         approvals_below as approvals_below,
         check_takes_messages as check_takes_messages,
@@ -104,6 +105,7 @@ __all__ = [
     "TaskOutcome",
     "TaskRegistry",
     "ToolFilter",
+    "TreeJsonRow",
     "TreeMember",
     "TreeView",
     "WatchedTree",
@@ -155,6 +157,7 @@ _SOURCES = {
     ),
     "._tree": (
         "ListedMember",
+        "TreeJsonRow",
         "TreeMember",
         "approvals_below",
         "check_takes_messages",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Literal
 
 import msgspec
 
-from ..core import Status, TreeRow, stored_status, total_usage, usage_json
+from ..core import Status, TreeRow, stored_status
 from ..errors import ErrorCode, NotFoundError, UsageError
 from ..ids import SessionId
 from ..names import ROOT_NAME, full_name
@@ -28,6 +29,7 @@ from ._catalog import (
 
 __all__ = [
     "ListedMember",
+    "TreeJsonRow",
     "TreeMember",
     "check_takes_messages",
     "find_member",
@@ -70,15 +72,11 @@ async def list_tree(
             by_parent.setdefault(member.header.parent, []).append(member)
     if own is None:
         raise NotFoundError(f'session "{root.id}" not found')
-    unlisted = sys.maxsize  # children without an entry follow those with one
     for siblings in by_parent.values():
-        siblings.sort(
-            key=lambda m: (
-                unlisted if m.entry is None else m.entry.position,
-                m.header.created_at,
-                m.header.id,
-            )
-        )
+        if all(m.entry is not None for m in siblings):
+            siblings.sort(key=_POSITION)  # each entry's seq in the parent's log: no ties
+        else:
+            siblings.sort(key=_sibling_order)
     listed: list[ListedMember] = []
     root_status = stored_status(own.summary.status, held=held)
     pending: list[tuple[MemberSummary, TreeRow]] = [
@@ -105,6 +103,20 @@ async def list_tree(
             label = "" if entry is None else entry.label
             pending.append((child, _row(child, name, row.name, mode, status, label)))
     return listed
+
+
+_POSITION = attrgetter("entry.position")
+_UNLISTED = sys.maxsize
+
+
+def _sibling_order(member: MemberSummary) -> tuple[int, float, str]:
+    """Siblings in their parent's catalog order; those without an entry after, oldest first."""
+    entry = member.entry
+    return (
+        _UNLISTED if entry is None else entry.position,
+        member.header.created_at,
+        member.header.id,
+    )
 
 
 def _row(
@@ -140,23 +152,87 @@ async def load_tree(
     ]
 
 
-def tree_json(members: Sequence[ListedMember]) -> list[dict[str, object]]:
+class UsageJson(msgspec.Struct, frozen=True, gc=False):
+    """Token usage as every `--json` prints it."""
+
+    input_tokens: int
+    output_tokens: int
+    model_calls: int
+
+
+class BudgetJson(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """A member's recorded limits, those it has."""
+
+    tokens: int | None = None
+    model_calls: int | None = None
+    children: int | None = None
+
+
+class TreeJsonRow(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """One row of `subagents tree --json`: encoded as it is, with no dict built per member."""
+
+    session_id: str
+    name: str
+    parent: str | None
+    mode: str
+    status: Status
+    label: str
+    depth: int
+    usage: UsageJson
+    approvals_pending: int
+    """Its own approval requests that wait for a decision."""
+    approvals_below: int
+    """Those of its subtree below it."""
+    budget: BudgetJson | None = None
+    """Only for a member with a recorded limit."""
+    total_usage: UsageJson | None = None
+    """Only on the first row (the root): the whole tree's."""
+
+
+def tree_json(members: Sequence[ListedMember]) -> list[TreeJsonRow]:
     """The rows of `subagents tree --json`; a member with a recorded budget shows its limits."""
-    rows = [m.row.to_json() for m in members]
-    for row, member in zip(rows, members, strict=True):
+    pending = [len(m.summary.status.waiting) for m in members]
+    # Most trees wait for nothing: then no parent map is built to roll nothing up.
+    below = (
+        approvals_below(
+            {m.row.name: n for m, n in zip(members, pending, strict=True)},
+            {m.row.name: m.row.parent for m in members},
+        )
+        if any(pending)
+        else {}
+    )
+    rows: list[TreeJsonRow] = []
+    tokens_in = tokens_out = calls = 0
+    for member, waiting in zip(members, pending, strict=True):
+        row = member.row
+        view = row.usage
+        usage = view.usage
+        tokens_in += usage.input_tokens
+        tokens_out += usage.output_tokens
+        calls += view.model_calls
         limits = member.summary.limits
-        if limits is not None:
-            budget = {
-                key: value
-                for key, value in zip(("tokens", "model_calls", "children"), limits, strict=True)
-                if value is not None
-            }
-            if budget:
-                row["budget"] = budget
-    _roll_up_approvals(rows, members)
+        rows.append(
+            TreeJsonRow(
+                row.header.id,
+                row.name,
+                row.parent,
+                row.mode,
+                row.status,
+                row.label,
+                row.header.depth,
+                UsageJson(usage.input_tokens, usage.output_tokens, view.model_calls),
+                waiting,
+                below.get(row.name, 0) if below else 0,
+                None if limits is None or limits == _NO_LIMITS else BudgetJson(*limits),
+            )
+        )
     if rows:
-        rows[0]["total_usage"] = usage_json(total_usage([m.row for m in members]))
+        total = UsageJson(tokens_in, tokens_out, calls)
+        rows[0] = msgspec.structs.replace(rows[0], total_usage=total)
     return rows
+
+
+_NO_LIMITS = (None, None, None)
 
 
 def approvals_below(own: Mapping[str, int], parents: Mapping[str, str | None]) -> dict[str, int]:
@@ -173,20 +249,6 @@ def approvals_below(own: Mapping[str, int], parents: Mapping[str, str | None]) -
             below[parent] = below.get(parent, 0) + count
             parent = parents.get(parent)
     return below
-
-
-def _roll_up_approvals(rows: list[dict[str, object]], members: Sequence[ListedMember]) -> None:
-    """Each row's pending approval requests (`approvals_pending`) and its subtree's below it."""
-    own = {m.row.name: len(m.summary.status.waiting) for m in members}
-    # Most trees wait for nothing: then no parent map is built to roll nothing up.
-    below = (
-        approvals_below(own, {m.row.name: m.row.parent for m in members})
-        if any(own.values())
-        else {}
-    )
-    for row, member in zip(rows, members, strict=True):
-        row["approvals_pending"] = own[member.row.name]
-        row["approvals_below"] = below.get(member.row.name, 0)
 
 
 async def find_member(store: EventStore, root: SessionHeader, name: str) -> SessionHeader:

@@ -138,10 +138,9 @@ class InMemoryEventStore(AsyncResource):
         return rows
 
     async def tree_members(self, root: SessionId, *, tenant: str) -> list[MemberSummary]:
-        """Every session of `root`'s tree (oldest first), folded from the logs."""
+        """Every session of `root`'s tree (in creation order), folded from the logs."""
         self._check_open()
         headers = [h for h in self._headers.values() if h.tenant == tenant and h.root_id == root]
-        headers.sort(key=lambda h: h.created_at)  # stable: insertion order on ties
         return summaries_from_logs(headers, self._logs)
 
     async def summaries(

@@ -32,6 +32,7 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION_SUMMARIES",
     "Migration",
+    "FILL_MEMBER",
     "UPSERT_CATALOG",
     "UPSERT_SUMMARY",
     "apply_migrations",
@@ -43,7 +44,7 @@ __all__ = [
     "stored_schema_version",
 ]
 
-CURRENT_SCHEMA_VERSION: Final = 4
+CURRENT_SCHEMA_VERSION: Final = 5
 SCHEMA_VERSION_SUMMARIES: Final[dict[int, str]] = {
     1: "sessions (header beside tenant, parent, root, created_at) and events keyed by "
     "(session_id, seq), without rowid",
@@ -51,6 +52,8 @@ SCHEMA_VERSION_SUMMARIES: Final[dict[int, str]] = {
     3: "commands to a held tree (send, steer, interrupt) and the holder's control address",
     4: "summaries (each session's status, usage and limits) and catalog (each child's entry "
     "by its creator), kept with the events so a tree is listed without reading its logs",
+    5: "each summary carries its session's header and its creator's catalog entry, so a tree "
+    "is listed in one read",
 }
 """One line per schema version: what that version added."""
 
@@ -86,8 +89,20 @@ UPSERT_CATALOG: Final = (
 )
 """A later entry for a child replaces the entry, not its place among its siblings."""
 UPSERT_SUMMARY: Final = (
-    "INSERT OR REPLACE INTO summaries (root, session_id, summary) VALUES (?, ?, ?)"
+    "INSERT INTO summaries (root, session_id, summary) VALUES (?, ?, ?) "
+    "ON CONFLICT (root, session_id) DO UPDATE SET summary = excluded.summary"
 )
+"""Only the summary: the row's header and entry (schema 5) are set by `FILL_MEMBER`."""
+_MEMBER_COLUMNS: Final = (
+    "header = (SELECT s.header FROM sessions s WHERE s.id = summaries.session_id), "
+    "entry = (SELECT json_array(c.name, c.mode, c.label, c.seq) FROM sessions s "
+    "JOIN catalog c ON c.root = summaries.root AND c.child_id = s.id AND c.creator = s.parent "
+    "WHERE s.id = summaries.session_id)"
+)
+# The entry is a JSON array in `CatalogEntry`'s field order, so that a listing decodes a whole
+# row (`[header, summary, entry]`) as one `MemberSummary`; only the parent's entry counts.
+FILL_MEMBER: Final = f"UPDATE summaries SET {_MEMBER_COLUMNS} WHERE root = ? AND session_id = ?"
+"""Copy a session's header and its parent's catalog entry for it into its summary row."""
 _SUMMARY_EVENTS: Final = (
     "SELECT seq, kind, v, time, payload FROM events WHERE session_id = ? AND kind IN ("
     + ",".join("?" * len(SUMMARY_KINDS))
@@ -208,6 +223,15 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         4,
         "create summaries and catalog, rebuilt from the logs",
         _rebuild_summaries,
+    ),
+    Migration(
+        5,
+        "summaries carry each member's header and catalog entry",
+        f"""
+        ALTER TABLE summaries ADD COLUMN header BLOB;
+        ALTER TABLE summaries ADD COLUMN entry TEXT;
+        UPDATE summaries SET {_MEMBER_COLUMNS};
+        """,
     ),
 )
 

@@ -54,10 +54,11 @@ class EventStore(Protocol):
     - `read` returns records in seq order from `from_seq` (at most `limit`); `get_header` and
       `read` raise `NotFoundError` for an unknown id or an id of another tenant.
     - `list_headers` returns headers newest first; `roots_only` keeps sessions without a parent.
-    - `tree_members` returns every session of a tree, oldest first, each with its summary (as
-      folding its log gives it) and its parent's catalog entry for it, without reading logs
-      where the store keeps summaries; `summaries` gives the same summaries for chosen sessions,
-      leaving out ids that are unknown or another tenant's.
+    - `tree_members` returns every session of a tree, in no set order (`list_tree` orders
+      them), each with its summary (as folding its log gives it) and its parent's catalog
+      entry for it, without reading logs where the store keeps summaries; `summaries` gives
+      the same summaries for chosen sessions, leaving out ids that are unknown or another
+      tenant's.
     - Lifecycle: `async with` opens, `aclose()` drains pending appends and closes, is safe to call
       twice; use after close raises `ClosedError`.
     """
@@ -119,7 +120,7 @@ class EventStore(Protocol):
     ) -> list[SessionHeader]: ...
 
     async def tree_members(self, root: SessionId, *, tenant: str) -> list[MemberSummary]:
-        """Every session of `root`'s tree, oldest first, with its summary and catalog entry."""
+        """Every session of `root`'s tree (in no set order) with its summary and catalog entry."""
         ...
 
     async def summaries(

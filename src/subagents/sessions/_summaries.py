@@ -43,6 +43,7 @@ __all__ = [
     "MemberSummary",
     "SessionSummary",
     "catalog_row",
+    "decode_members",
     "decode_summary",
     "encode_summary",
     "summarize",
@@ -125,7 +126,7 @@ def catalog_row(creator: str, record: EventRecord) -> CatalogRow | None:
     return (event.child_id, creator, record.seq, event.name, event.mode, event.label)
 
 
-class CatalogEntry(msgspec.Struct, frozen=True, gc=False):
+class CatalogEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """What a child's creator (its parent) recorded of it: its latest catalog entry."""
 
     name: str | None
@@ -135,13 +136,27 @@ class CatalogEntry(msgspec.Struct, frozen=True, gc=False):
     """The seq of the parent's first entry for it: its place among its siblings."""
 
 
-class MemberSummary(msgspec.Struct, frozen=True, gc=False):
+class MemberSummary(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One session of a tree as a listing needs it."""
 
     header: SessionHeader
     summary: SessionSummary
     entry: CatalogEntry | None
     """None for the root, and for a child its parent recorded no entry for."""
+
+
+_members_decoder = msgspec.json.Decoder(list[MemberSummary])
+
+
+def decode_members(text: bytes) -> list[MemberSummary] | None:
+    """A JSON array of stored member rows (`[header, summary, entry]` each) in one decode.
+
+    None when it does not decode: the caller then reads the members one by one.
+    """
+    try:  # one call into msgspec for the whole tree, not three per member
+        return _members_decoder.decode(text)
+    except msgspec.DecodeError:
+        return None
 
 
 def summaries_from_logs(
