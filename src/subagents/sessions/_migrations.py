@@ -29,19 +29,23 @@ from ._summaries import (
 
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
-    "MIGRATIONS",
-    "SCHEMA_VERSION_SUMMARIES",
-    "Migration",
     "FILL_MEMBER",
+    "MIGRATIONS",
+    "Migration",
+    "SCHEMA_VERSION_SUMMARIES",
     "UPSERT_CATALOG",
     "UPSERT_SUMMARY",
     "apply_migrations",
     "check_schema",
     "check_schema_version",
+    "fill_members",
     "folded_summary",
     "open_database",
     "rebuild_summary",
     "stored_schema_version",
+    "upsert_catalog",
+    "upsert_summary",
+    "values",
 ]
 
 CURRENT_SCHEMA_VERSION: Final = 5
@@ -78,21 +82,42 @@ CREATE TABLE catalog (
 CREATE INDEX IF NOT EXISTS sessions_by_tree ON sessions (root, tenant, created_at);
 DROP INDEX IF EXISTS sessions_by_root;
 """
+
+
 # Both are keyed by their tree's root first: a tree's rows are one range of each table, so a
 # listing reads them in order instead of looking each member up. The sessions of a tree are
 # indexed in creation order, so a listing reads them without a sort (the index replaces the
 # one on root alone, which it covers).
-UPSERT_CATALOG: Final = (
-    "INSERT INTO catalog (root, child_id, creator, seq, name, mode, label) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (root, child_id, creator) DO UPDATE "
-    "SET name = excluded.name, mode = excluded.mode, label = excluded.label"
-)
-"""A later entry for a child replaces the entry, not its place among its siblings."""
-UPSERT_SUMMARY: Final = (
-    "INSERT INTO summaries (root, session_id, summary) VALUES (?, ?, ?) "
-    "ON CONFLICT (root, session_id) DO UPDATE SET summary = excluded.summary"
-)
-"""Only the summary: the row's header and entry (schema 5) are set by `FILL_MEMBER`."""
+def values(columns: int, rows: int) -> str:
+    """`(?,?,...),(?,?,...)`: the placeholders of `rows` rows of `columns` values."""
+    row = "(" + ",".join("?" * columns) + ")"
+    return ",".join([row] * rows)
+
+
+def upsert_catalog(rows: int = 1) -> str:
+    """Insert `rows` catalog rows.
+
+    A later entry for a child replaces the entry, not its place among its siblings (in one
+    statement too: SQLite applies the rows in order).
+    """
+    return (
+        "INSERT INTO catalog (root, child_id, creator, seq, name, mode, label) "
+        f"VALUES {values(7, rows)} ON CONFLICT (root, child_id, creator) DO UPDATE "
+        "SET name = excluded.name, mode = excluded.mode, label = excluded.label"
+    )
+
+
+def upsert_summary(rows: int = 1) -> str:
+    """Insert or replace `rows` summaries.
+
+    Only the summary: the row's header and entry (schema 5) are set by `fill_members`.
+    """
+    return (
+        f"INSERT INTO summaries (root, session_id, summary) VALUES {values(3, rows)} "
+        "ON CONFLICT (root, session_id) DO UPDATE SET summary = excluded.summary"
+    )
+
+
 _MEMBER_COLUMNS: Final = (
     "header = (SELECT s.header FROM sessions s WHERE s.id = summaries.session_id), "
     "entry = (SELECT json_array(c.name, c.mode, c.label, c.seq) FROM sessions s "
@@ -101,8 +126,22 @@ _MEMBER_COLUMNS: Final = (
 )
 # The entry is a JSON array in `CatalogEntry`'s field order, so that a listing decodes a whole
 # row (`[header, summary, entry]`) as one `MemberSummary`; only the parent's entry counts.
-FILL_MEMBER: Final = f"UPDATE summaries SET {_MEMBER_COLUMNS} WHERE root = ? AND session_id = ?"
-"""Copy a session's header and its parent's catalog entry for it into its summary row."""
+
+
+def fill_members(rows: int = 1) -> str:
+    """Copy sessions' headers and parents' catalog entries for them into their summaries.
+
+    The statement takes `rows` (root, session id) pairs.
+    """
+    return (
+        f"UPDATE summaries SET {_MEMBER_COLUMNS} "
+        f"WHERE (root, session_id) IN (VALUES {values(2, rows)})"
+    )
+
+
+UPSERT_CATALOG: Final = upsert_catalog()
+UPSERT_SUMMARY: Final = upsert_summary()
+FILL_MEMBER: Final = fill_members()
 _SUMMARY_EVENTS: Final = (
     "SELECT seq, kind, v, time, payload FROM events WHERE session_id = ? AND kind IN ("
     + ",".join("?" * len(SUMMARY_KINDS))

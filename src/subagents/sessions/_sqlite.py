@@ -20,7 +20,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,7 +30,6 @@ from ..errors import (
     ClosedError,
     ConcurrencyConflict,
     ConfigError,
-    DuplicateError,
     ErrorCode,
     NotFoundError,
     StoreError,
@@ -47,35 +45,20 @@ from ._events import (
     encode_event,
     encode_header,
 )
-from ._migrations import (
-    FILL_MEMBER,
-    UPSERT_CATALOG,
-    UPSERT_SUMMARY,
-    folded_summary,
-    open_database,
-    rebuild_summary,
-)
+from ._migrations import folded_summary, open_database
+from ._sqlite_writer import Append, Batch, Call, Create, Item, Outcome, Row, TransactionWriter
 from ._store import Lease, WriteDone
 from ._summaries import (
     SUMMARY_KINDS,
     CatalogEntry,
     MemberSummary,
     SessionSummary,
-    catalog_row,
     decode_members,
     decode_summary,
-    encode_summary,
-    summarize,
 )
 
 __all__ = ["SqliteEventStore", "default_store_path", "parse_store_url"]
 
-_Row = tuple[str, int, str, int, float, bytes]
-_INSERT_EVENT = "INSERT INTO events (session_id, seq, kind, v, time, payload) VALUES (?,?,?,?,?,?)"
-_INSERT_SESSION = (
-    "INSERT OR IGNORE INTO sessions (id, tenant, parent, root, created_at, header) "
-    "VALUES (?,?,?,?,?,?)"
-)
 # One JSON array of `[header, summary, entry]` rows (an incomplete row is left out), as bytes:
 # a damaged row's bytes are then msgspec's to refuse, not a text decoding error of the read.
 _TREE_ROWS = (
@@ -145,58 +128,6 @@ def default_store_path() -> Path:
     return Path(home) / "state.db"
 
 
-@dataclass(slots=True)
-class _Append:
-    session_id: SessionId
-    rows: list[_Row]
-    future: asyncio.Future[None] | None
-    """This write's own future; None when its outcome goes to `done` instead."""
-    done: WriteDone | None = None
-    summarized: list[EventRecord] | None = None
-    """Its records that change the session's summary or the catalog (None: none do)."""
-
-
-@dataclass(slots=True)
-class _Call:
-    """Work for the writer's connection, done inside a batch (leases)."""
-
-    fn: Callable[[sqlite3.Connection], None]
-    future: asyncio.Future[None]
-
-
-@dataclass(slots=True)
-class _Create:
-    header: SessionHeader
-    row: tuple[str, str, str | None, str, float, bytes]
-    future: asyncio.Future[None]
-
-
-_Item = _Append | _Create | _Call
-
-
-@dataclass(slots=True)
-class _Batch:
-    """One loop iteration's writes, in submission order, and the future they share."""
-
-    items: list[_Item]
-    future: asyncio.Future[None]
-    size: int
-
-
-@dataclass(slots=True)
-class _Outcome:
-    """What the writer hands back to the loop for one transaction."""
-
-    results: list[tuple[_Item, BaseException | None]] = field(
-        default_factory=list[tuple[_Item, BaseException | None]]
-    )
-    batches: list[asyncio.Future[None]] = field(default_factory=list[asyncio.Future[None]])
-    failure: StoreError | None = None
-    """Set when the whole transaction was rolled back."""
-    forget: set[SessionId] = field(default_factory=lambda: set[SessionId]())
-    created: list[SessionId] = field(default_factory=list[SessionId])
-
-
 _STOP = object()
 log = logging.getLogger("subagents.sessions")
 WRITE_WINDOW = 0.002
@@ -235,27 +166,28 @@ class SqliteEventStore(AsyncResource):
             raise ConfigError(f"write_window must be between 0 and 1 second, got {write_window}")
         self._write_window = write_window
         self.path = Path(path)
-        self.commits = 0
-        """Transactions the writer has committed (group commit makes it smaller than appends)."""
         self._synchronous: Literal["NORMAL", "FULL"] = synchronous
         self._batch_max = batch_max
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: queue.SimpleQueue[_Batch | object] = queue.SimpleQueue()
-        self._outbox: list[_Item] = []  # loop thread: this iteration's writes, not yet sent
+        self._queue: queue.SimpleQueue[Batch | object] = queue.SimpleQueue()
+        self._outbox: list[Item] = []  # loop thread: this iteration's writes, not yet sent
         self._outbox_size = 0
         self._shared: asyncio.Future[None] | None = None  # the outbox's future
         self._timer: asyncio.TimerHandle | None = None  # sends the outbox when its window ends
         self._in_flight = 0  # loop thread: batches sent whose outcome is not told yet
         self._next: dict[SessionId, int] = {}  # loop thread: next seq per touched session
-        self._wnext: dict[SessionId, int] = {}  # writer thread: next seq as committed
-        # writer thread: each session's root and summary as committed
-        self._wsummary: dict[SessionId, tuple[str, SessionSummary]] = {}
         self._wconn: sqlite3.Connection | None = None
+        self._transactions: TransactionWriter | None = None
         self._rconn: sqlite3.Connection | None = None
         self._rlock = threading.Lock()
         self._writer: threading.Thread | None = None
         self._kept: dict[SessionId, tuple[str, int, float, str | None]] = {}  # leases to renew
         self._renewed = time.time()
+
+    @property
+    def commits(self) -> int:
+        """Transactions the writer has committed (group commit makes it smaller than appends)."""
+        return 0 if self._transactions is None else self._transactions.commits
 
     # lifecycle
 
@@ -266,6 +198,7 @@ class SqliteEventStore(AsyncResource):
         self._wconn, self._rconn = await asyncio.to_thread(
             open_database, self.path, synchronous=self._synchronous
         )
+        self._transactions = TransactionWriter(self._wconn, self.path)
         self._loop = asyncio.get_running_loop()
         self._writer = threading.Thread(
             target=self._run_writer, name="subagents-sqlite-writer", daemon=True
@@ -289,7 +222,7 @@ class SqliteEventStore(AsyncResource):
 
     # writes
 
-    def _enqueue(self, item: _Item, size: int, *, now: bool = False) -> asyncio.Future[None]:
+    def _enqueue(self, item: Item, size: int, *, now: bool = False) -> asyncio.Future[None]:
         """Add `item` to the outbox; it goes to the writer with the batch it is part of.
 
         A batch goes when someone waits for it (`flush`, a lease or a command: `now`), when
@@ -319,7 +252,7 @@ class SqliteEventStore(AsyncResource):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._queue.put(_Batch(self._outbox, shared, self._outbox_size))
+        self._queue.put(Batch(self._outbox, shared, self._outbox_size))
         self._in_flight += 1
         self._outbox = []
         self._outbox_size = 0
@@ -331,7 +264,7 @@ class SqliteEventStore(AsyncResource):
         assert self._loop is not None
         row = (header.id, header.tenant, header.parent, header.root_id, header.created_at)
         future: asyncio.Future[None] = self._loop.create_future()
-        self._enqueue(_Create(header, (*row, encode_header(header)), future), 1)
+        self._enqueue(Create(header, (*row, encode_header(header)), future), 1)
         self._next.setdefault(header.id, 0)
         return future
 
@@ -343,7 +276,7 @@ class SqliteEventStore(AsyncResource):
             settled: asyncio.Future[None] = self._loop.create_future()
             settled.set_result(None)  # every batch sent was told: nothing to wait for
             return settled
-        return self._enqueue(_Append(SessionId(""), [], None), 0, now=True)
+        return self._enqueue(Append(SessionId(""), [], None), 0, now=True)
 
     def append(
         self,
@@ -372,7 +305,7 @@ class SqliteEventStore(AsyncResource):
                     expected_seq=base + offset,
                     seq=record.seq,
                 )
-        rows: list[_Row] = []
+        rows: list[Row] = []
         summarized: list[EventRecord] | None = None
         for r in records:
             kind = r.kind
@@ -383,9 +316,9 @@ class SqliteEventStore(AsyncResource):
                 summarized.append(r)
         if done is None:  # its own future: someone is about to wait for it
             future: asyncio.Future[None] = self._loop.create_future()
-            self._enqueue(_Append(session_id, rows, future, None, summarized), len(rows), now=True)
+            self._enqueue(Append(session_id, rows, future, None, summarized), len(rows), now=True)
         else:
-            future = self._enqueue(_Append(session_id, rows, None, done, summarized), len(rows))
+            future = self._enqueue(Append(session_id, rows, None, done, summarized), len(rows))
         if records:
             # A session this process has not written yet is checked by the writer instead.
             self._next[session_id] = base + len(records)
@@ -393,14 +326,17 @@ class SqliteEventStore(AsyncResource):
 
     def _run_writer(self) -> None:
         conn = self._wconn
+        writer = self._transactions
         assert conn is not None
+        assert writer is not None
         try:
             stop = False
             while not stop:
-                batches: list[_Batch] = []
+                batches: list[Batch] = []
                 size = 0
                 if time.time() - self._renewed > LEASE_RENEW_SECONDS:
-                    self._renew_leases(conn)
+                    self._renewed = time.time()
+                    writer.renew_leases(dict(self._kept), self._renewed)
                 try:
                     taken = self._queue.get(timeout=LEASE_RENEW_SECONDS)
                 except queue.Empty:
@@ -409,7 +345,7 @@ class SqliteEventStore(AsyncResource):
                     if taken is _STOP:
                         stop = True
                         break
-                    assert isinstance(taken, _Batch)
+                    assert isinstance(taken, Batch)
                     batches.append(taken)
                     size += taken.size
                     if size >= self._batch_max:
@@ -419,128 +355,18 @@ class SqliteEventStore(AsyncResource):
                     except queue.Empty:
                         break
                 if batches:
-                    self._settle(self._write_batch(conn, batches))
+                    self._settle(writer.write(batches))
         finally:
             conn.close()
             self._wconn = None
 
-    def _write_batch(self, conn: sqlite3.Connection, batches: list[_Batch]) -> _Outcome:
-        """Write `batches` in one transaction (group commit); on failure roll all of it back."""
-        outcome = _Outcome(batches=[b.future for b in batches])
-        batch = [item for b in batches for item in b.items]
-        culprit: _Item | None = None
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            for culprit in batch:
-                outcome.results.append((culprit, self._write_item(conn, culprit, outcome)))
-            culprit = None
-            conn.execute("COMMIT")
-        except Exception as exc:  # fail every waiter of the batch, never strand one
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            touched = {_session_of(item) for item in batch}
-            for sid in touched:
-                self._wnext.pop(sid, None)  # reloaded from the db on next touch
-                self._wsummary.pop(sid, None)
-            failed = _Outcome(
-                forget=touched,
-                batches=outcome.batches,
-                failure=_write_error(exc, batch[0], self.path, culprit=False),
-            )
-            for item in batch:
-                error = _write_error(exc, item, self.path, culprit=item is culprit)
-                failed.results.append((item, error))
-            return failed
-        self.commits += 1
-        return outcome
-
-    def _write_item(
-        self, conn: sqlite3.Connection, item: _Item, outcome: _Outcome
-    ) -> BaseException | None:
-        if isinstance(item, _Call):
-            item.fn(conn)
-            return None
-        if isinstance(item, _Append) and not item.rows:
-            return None  # a flush barrier: resolved with its batch
-        if isinstance(item, _Create):
-            if conn.execute(_INSERT_SESSION, item.row).rowcount == 0:
-                return DuplicateError(
-                    f'session "{item.header.id}" already exists', code=ErrorCode.SESSION_EXISTS
-                )
-            self._wnext[item.header.id] = 0
-            header = item.header
-            summary = SessionSummary(seed_length=header.seed_length)
-            self._wsummary[header.id] = (header.root_id, summary)
-            conn.execute(UPSERT_SUMMARY, (header.root_id, header.id, encode_summary(summary)))
-            conn.execute(FILL_MEMBER, (header.root_id, header.id))
-            outcome.created.append(item.header.id)
-            return None
-        sid = item.session_id
-        expected = self._wnext.get(sid)
-        if expected is None or (item.rows and item.rows[0][1] != expected):
-            # Not cached, or the cache disagrees: another process may have written the
-            # session since (a child run elsewhere under this process's lease). The file says.
-            found, last = conn.execute(
-                "SELECT (SELECT 1 FROM sessions WHERE id = ?), "
-                "(SELECT MAX(seq) FROM events WHERE session_id = ?)",
-                (sid, sid),
-            ).fetchone()
-            if found is None:
-                outcome.forget.add(sid)
-                return NotFoundError(f'session "{sid}" not found')
-            expected = self._wnext[sid] = 0 if last is None else int(last) + 1
-            self._wsummary.pop(sid, None)  # as stale as the seq was
-        if item.rows and item.rows[0][1] != expected:
-            outcome.forget.add(sid)
-            return ConcurrencyConflict(
-                f'append to session "{sid}" expected seq {expected}, got {item.rows[0][1]}; '
-                "another writer appended first",
-                expected_seq=expected,
-                seq=item.rows[0][1],
-            )
-        conn.executemany(_INSERT_EVENT, item.rows)
-        self._wnext[sid] = expected + len(item.rows)
-        if item.summarized is not None:
-            self._summarize(conn, sid, item.summarized)
-        return None
-
-    def _summarize(
-        self, conn: sqlite3.Connection, sid: SessionId, records: list[EventRecord]
-    ) -> None:
-        """Keep `sid`'s summary and its children's catalog entries with its new records."""
-        cached = self._wsummary.get(sid)
-        folded = False
-        if cached is None:
-            row = conn.execute(
-                "SELECT m.root, m.summary FROM sessions s JOIN summaries m "
-                "ON m.root = s.root AND m.session_id = s.id WHERE s.id = ?",
-                (sid,),
-            ).fetchone()
-            if row is None:  # none kept (a damaged file): fold the log, these records included
-                cached = rebuild_summary(conn, sid)
-                conn.execute(FILL_MEMBER, (cached[0], sid))
-                folded = True
-            else:
-                cached = (str(row[0]), decode_summary(row[1]))
-        root, before = cached
-        after = before if folded else summarize(before, records)
-        self._wsummary[sid] = (root, after)
-        if after is not before:
-            conn.execute(UPSERT_SUMMARY, (root, sid, encode_summary(after)))
-        for record in records:
-            entry = catalog_row(sid, record)
-            if entry is not None:
-                conn.execute(UPSERT_CATALOG, (root, *entry))
-                conn.execute(FILL_MEMBER, (root, entry[0]))
-
-    def _settle(self, outcome: _Outcome) -> None:
+    def _settle(self, outcome: Outcome) -> None:
         assert self._loop is not None
         # RuntimeError: the loop is gone, so nobody is waiting.
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._resolve, outcome)
 
-    def _resolve(self, outcome: _Outcome) -> None:
+    def _resolve(self, outcome: Outcome) -> None:
         """On the loop: correct the seq cache first, then wake the waiters."""
         for sid in outcome.forget:
             self._next.pop(sid, None)
@@ -549,7 +375,7 @@ class SqliteEventStore(AsyncResource):
         for item, error in outcome.results:
             future = item.future
             if future is None:
-                assert isinstance(item, _Append)
+                assert isinstance(item, Append)
                 if item.done is not None:
                     try:
                         item.done(error)
@@ -578,7 +404,7 @@ class SqliteEventStore(AsyncResource):
         self._check_open()
         assert self._loop is not None
         future: asyncio.Future[None] = self._loop.create_future()
-        self._enqueue(_Call(fn, future), 1, now=True)
+        self._enqueue(Call(fn, future), 1, now=True)
         await future
 
     async def acquire_lease(
@@ -624,22 +450,6 @@ class SqliteEventStore(AsyncResource):
         if kept is not None and kept[0] == holder:
             del self._kept[root]
         await self._call(release)
-
-    def _renew_leases(self, conn: sqlite3.Connection) -> None:
-        """Extend every lease this store holds (in the writer thread, between batches)."""
-        now = time.time()
-        self._renewed = now
-        if not self._kept:
-            return
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("BEGIN IMMEDIATE")
-            for root, (holder, pid, ttl, _) in list(self._kept.items()):
-                conn.execute(
-                    "UPDATE leases SET heartbeat = ?, expires = ?, pid = ? "
-                    "WHERE root = ? AND holder = ?",
-                    (now, now + ttl, pid, root, holder),
-                )
-            conn.execute("COMMIT")
 
     async def get_lease(self, root: SessionId) -> Lease | None:
         self._check_open()
@@ -899,25 +709,4 @@ def _command(row: Sequence[Any]) -> CommandRow:
         state=str(state),
         outcome=outcome if isinstance(outcome, bytes) else None,
         handled_at=float(handled_at) if isinstance(handled_at, int | float) else None,
-    )
-
-
-def _session_of(item: _Item) -> SessionId:
-    if isinstance(item, _Call):
-        return SessionId("")
-    return item.header.id if isinstance(item, _Create) else item.session_id
-
-
-def _write_error(exc: Exception, item: _Item, path: Path, *, culprit: bool) -> StoreError:
-    if culprit and isinstance(exc, sqlite3.IntegrityError):
-        return ConcurrencyConflict(
-            f'append to session "{_session_of(item)}" collided with events already in the store '
-            "(another writer appended first); read the log again before appending",
-        )
-    if culprit or not isinstance(exc, sqlite3.IntegrityError):
-        return StoreError(f"cannot write to the store at {path}: {exc}", retryable=True)
-    return StoreError(
-        f"the store rolled back this write because another write in the same commit failed "
-        f"({exc}); retry it",
-        retryable=True,
     )
