@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
-import uuid
 from typing import NewType
 
 from .errors import ConfigError, ErrorCode, NotFoundError
@@ -29,7 +29,7 @@ CallId = NewType("CallId", str)
 
 def new_session_id() -> SessionId:
     """A new session id: a uuid4 string from the OS's random source, so it cannot be guessed."""
-    return SessionId(str(uuid.uuid4()))
+    return SessionId(_uuid4_text(int.from_bytes(os.urandom(16), "big")))
 
 
 def new_message_id() -> MessageId:
@@ -38,7 +38,17 @@ def new_message_id() -> MessageId:
     Message ids must be unique, not secret; session ids, which name what a caller may
     address, come from the OS's random source.
     """
-    return MessageId(str(uuid.UUID(int=_random.getrandbits(128), version=4)))
+    return MessageId(_uuid4_text(_random.getrandbits(128)))
+
+
+_UUID4_BITS = (0x4 << 76) | (0x8 << 60)  # version 4, RFC 4122 variant
+_UUID4_KEEP = ~((0xF << 76) | (0x3 << 62)) & ((1 << 128) - 1)
+
+
+def _uuid4_text(bits: int) -> str:
+    """`str(uuid.UUID(int=bits, version=4))`, in a third of the time (ids are made per event)."""
+    h = "%032x" % ((bits & _UUID4_KEEP) | _UUID4_BITS)
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 _SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

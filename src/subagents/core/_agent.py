@@ -7,7 +7,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from .._task_owner import TaskOwner
 from ..errors import ClosedError, ErrorCode, UsageError
@@ -134,7 +134,8 @@ class Agent:
         config: AgentConfig,
         approvals: ApprovalDesk | None = None,
     ) -> None:
-        self.session = session
+        self.session: Final = session
+        self.id: Final[SessionId] = session.id
         self.model = model
         self.tools = tools
         self.bus = bus
@@ -198,10 +199,6 @@ class Agent:
                     pass
 
     # -- identity and state ------------------------------------------------------------------
-
-    @property
-    def id(self) -> SessionId:
-        return self.session.id
 
     @property
     def name(self) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from .._clock import Clock
 from ..errors import ErrorCode, StoreError
@@ -38,7 +39,8 @@ class Session:
         clock: Clock,
         records: Sequence[EventRecord] = (),
     ) -> None:
-        self.header = header
+        self.header: Final = header
+        self.id: Final[SessionId] = header.id
         self.store = store
         self.clock = clock
         self.records: list[EventRecord] = list(records)
@@ -49,10 +51,10 @@ class Session:
         self._told = 0
         """Writes whose outcome the store has told (in submission order)."""
         self._when_told: deque[tuple[int, Callable[[], None]]] = deque()
-
-    @property
-    def id(self) -> SessionId:
-        return self.header.id
+        self._untold: deque[EventRecord | list[EventRecord]] = deque()
+        """The records of each write not told yet, in submission order: the store tells
+        outcomes in that order, so one bound method serves every write (no closure each)."""
+        self._tell = self._committed
 
     @property
     def next_seq(self) -> int:
@@ -74,26 +76,40 @@ class Session:
         self, events: Sequence[SessionEvent], *, time: float | None = None
     ) -> list[EventRecord]:
         """Hand `events` to the store in one write without waiting for it."""
-        self._check()
+        if self._broken is not None:
+            self._check()
         now = self.clock.now() if time is None else time
         base = len(self.records)
         records = [EventRecord(base + i, now, e) for i, e in enumerate(events)]
-        # In the log before the store is asked: a store that commits at once (in memory)
-        # tells the observers inside `append`, and they may read the log.
-        self.records.extend(records)
-        self._submitted += 1
-        try:
-            self.store.append(self.id, records, done=lambda error: self._committed(records, error))
-        except StoreError as exc:
-            self._submitted -= 1
-            del self.records[base:]
-            self._broken = exc
-            raise
+        self._hand_over(records, records)
         return records
 
     def submit(self, event: SessionEvent, *, time: float | None = None) -> EventRecord:
         """Hand `event` to the store without waiting; `flush` or a later `append` acks it."""
-        return self.submit_many((event,), time=time)[0]
+        if self._broken is not None:
+            self._check()
+        record = EventRecord(len(self.records), self.clock.now() if time is None else time, event)
+        self._hand_over((record,), record)
+        return record
+
+    def _hand_over(
+        self, records: Sequence[EventRecord], untold: EventRecord | list[EventRecord]
+    ) -> None:
+        # In the log before the store is asked: a store that commits at once (in memory)
+        # tells the observers inside `append`, and they may read the log.
+        base = len(self.records)
+        self.records.extend(records)
+        self._submitted += 1
+        self._untold.append(untold)
+        try:
+            self.store.append(self.id, records, done=self._tell)
+        except BaseException as exc:  # not handed over: as if it was never submitted
+            self._submitted -= 1
+            self._untold.pop()
+            del self.records[base:]
+            if isinstance(exc, StoreError):
+                self._broken = exc
+            raise
 
     async def append(self, event: SessionEvent, *, time: float | None = None) -> EventRecord:
         """Append `event` (stamped with the clock, or `time` for repair records), durably."""
@@ -113,9 +129,10 @@ class Session:
             await _finish(self.store.flush())
         self._check()
 
-    def _committed(self, records: list[EventRecord], error: BaseException | None) -> None:
-        """One write's outcome, told by the store in submission order."""
+    def _committed(self, error: BaseException | None) -> None:
+        """The outcome of the oldest write not told yet (the store tells them in order)."""
         self._told += 1
+        untold = self._untold.popleft()
         if error is not None:
             if self._broken is None:
                 self._broken = (
@@ -123,8 +140,8 @@ class Session:
                     if isinstance(error, StoreError)
                     else StoreError(str(error), code=ErrorCode.STORE)
                 )
-        else:
-            for record in records:
+        elif self._observers:
+            for record in (untold,) if isinstance(untold, EventRecord) else untold:
                 for observer in tuple(self._observers):
                     try:
                         observer(self, record)
