@@ -41,6 +41,7 @@ __all__ = [
     "fill_members",
     "folded_summary",
     "open_database",
+    "open_writer",
     "rebuild_summary",
     "stored_schema_version",
     "upsert_catalog",
@@ -487,6 +488,34 @@ def open_database(
             raise _open_error(exc, where) from exc
         raise
     return writer, reader
+
+
+def open_writer(path: Path, *, synchronous: Literal["NORMAL", "FULL"]) -> sqlite3.Connection:
+    """The writer connection of a store `open_database` opened (and migrated) already.
+
+    Raises:
+        StoreError: the file cannot be opened, is not a database, or is not at this build's
+            schema version (another build migrated it since).
+    """
+    where = os.path.abspath(path)
+    opened: list[sqlite3.Connection] = []
+    try:
+        writer = _connect(path, opened)
+        version = check_schema_version(writer, where=where)
+        if version != CURRENT_SCHEMA_VERSION:
+            raise StoreError(
+                f"the store at {where} is at schema version {version}, not "
+                f"{CURRENT_SCHEMA_VERSION}; open it again",
+                code=ErrorCode.STORE,
+            )
+        writer.execute(f"PRAGMA synchronous = {synchronous}")
+    except BaseException as exc:
+        for conn in opened:
+            conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise _open_error(exc, where) from exc
+        raise
+    return writer
 
 
 def _connect(path: Path, opened: list[sqlite3.Connection]) -> sqlite3.Connection:

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
-import queue
 import re
 import sqlite3
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,26 +39,37 @@ from ..ids import SessionId
 from ._commands import CommandRow, CommandState
 from ._events import (
     HEADER_VERSION,
+    KIND_OF,
     EventRecord,
     SessionHeader,
     decode_event,
     decode_header,
-    encode_event,
     encode_header,
 )
 from ._migrations import folded_summary, open_database
-from ._sqlite_writer import Append, Batch, Call, Create, Item, Outcome, Row, TransactionWriter
-from ._store import Lease, WriteDone
-from ._summaries import (
-    SUMMARY_KINDS,
-    CatalogEntry,
-    MemberSummary,
-    SessionSummary,
-    decode_members,
-    decode_summary,
+from ._sqlite_link import HandoverLink, ThreadLink, WriterLink
+from ._sqlite_wire import (
+    AcquireLease,
+    AppendRows,
+    Barrier,
+    CreateSession,
+    EventRow,
+    FinishCommand,
+    ReleaseLease,
+    SubmitCommand,
+    WireError,
+    WriteBatch,
+    WriteItem,
+    WrittenBatch,
+    error_from_wire,
 )
+from ._store import Lease, WriteDone
+from ._summaries import CatalogEntry, MemberSummary, SessionSummary, decode_members, decode_summary
 
-__all__ = ["SqliteEventStore", "default_store_path", "parse_store_url"]
+__all__ = ["SqliteEventStore", "Writer", "default_store_path", "parse_store_url"]
+
+_encode = msgspec.json.Encoder().encode
+_BARRIER = Barrier()
 
 # One JSON array of `[header, summary, entry]` rows (an incomplete row is left out), as bytes:
 # a damaged row's bytes are then msgspec's to refuse, not a text decoding error of the read.
@@ -128,12 +140,24 @@ def default_store_path() -> Path:
     return Path(home) / "state.db"
 
 
-_STOP = object()
 log = logging.getLogger("subagents.sessions")
 WRITE_WINDOW = 0.002
 """The longest a write waits in the outbox for others to share its commit, unless awaited."""
-LEASE_RENEW_SECONDS = 10.0
-"""How often the writer renews the leases this store holds (they last 30 s)."""
+
+Writer = Literal["process", "thread"]
+
+
+@dataclass(slots=True)
+class _Sent:
+    """A batch handed to the writer: its waiters, in item order, and its shared future."""
+
+    id: int
+    waiters: list[_Waiter]
+    future: asyncio.Future[None]
+
+
+_Waiter = tuple["asyncio.Future[Any] | None", "WriteDone | None"]
+"""Who hears an item's outcome: its own future (someone waits for it), or a `done` callback."""
 
 
 class SqliteEventStore(AsyncResource):
@@ -148,6 +172,10 @@ class SqliteEventStore(AsyncResource):
         write_window: the longest, in seconds, a write nobody waits for is held back to share
             its commit with later ones (0: until the end of the event loop's iteration).
             A write somebody waits for (a flush, a lease, a command) goes at once.
+        writer: where the writes are committed: `process` (the default), a thread of this
+            process until a writer process of the store's own (started by the first write) is
+            ready, then that process; `thread`, a thread of this process only, which shares
+            the GIL with the event loop (`_sqlite_link.py` says what that costs).
     """
 
     def __init__(
@@ -157,6 +185,7 @@ class SqliteEventStore(AsyncResource):
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         batch_max: int = 512,
         write_window: float = WRITE_WINDOW,
+        writer: Writer = "process",
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigError(f"synchronous must be NORMAL or FULL, got {synchronous!r}")
@@ -164,30 +193,32 @@ class SqliteEventStore(AsyncResource):
             raise ConfigError(f"batch_max must be at least 1, got {batch_max}")
         if not 0 <= write_window <= 1:
             raise ConfigError(f"write_window must be between 0 and 1 second, got {write_window}")
+        if writer not in ("process", "thread"):
+            raise ConfigError(f"writer must be process or thread, got {writer!r}")
         self._write_window = write_window
         self.path = Path(path)
         self._synchronous: Literal["NORMAL", "FULL"] = synchronous
         self._batch_max = batch_max
+        self._writer_kind: Writer = writer
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: queue.SimpleQueue[Batch | object] = queue.SimpleQueue()
-        self._outbox: list[Item] = []  # loop thread: this iteration's writes, not yet sent
+        self._link: WriterLink | None = None
+        self._outbox: list[WriteItem] = []  # this iteration's writes, not yet sent
+        self._outbox_waiters: list[_Waiter] = []
         self._outbox_size = 0
         self._shared: asyncio.Future[None] | None = None  # the outbox's future
         self._timer: asyncio.TimerHandle | None = None  # sends the outbox when its window ends
-        self._in_flight = 0  # loop thread: batches sent whose outcome is not told yet
-        self._next: dict[SessionId, int] = {}  # loop thread: next seq per touched session
-        self._wconn: sqlite3.Connection | None = None
-        self._transactions: TransactionWriter | None = None
+        self._sent: deque[_Sent] = deque()  # batches sent whose outcome is not told yet
+        self._batch_ids = itertools.count(1)
+        self._next: dict[SessionId, int] = {}  # next seq per touched session
+        self._broken: StoreError | None = None
+        self._commits = 0
         self._rconn: sqlite3.Connection | None = None
         self._rlock = threading.Lock()
-        self._writer: threading.Thread | None = None
-        self._kept: dict[SessionId, tuple[str, int, float, str | None]] = {}  # leases to renew
-        self._renewed = time.time()
 
     @property
     def commits(self) -> int:
         """Transactions the writer has committed (group commit makes it smaller than appends)."""
-        return 0 if self._transactions is None else self._transactions.commits
+        return self._commits
 
     # lifecycle
 
@@ -195,26 +226,33 @@ class SqliteEventStore(AsyncResource):
     reentrant = True
 
     async def _open(self) -> None:
-        self._wconn, self._rconn = await asyncio.to_thread(
+        wconn, self._rconn = await asyncio.to_thread(
             open_database, self.path, synchronous=self._synchronous
         )
-        self._transactions = TransactionWriter(self._wconn, self.path)
-        self._loop = asyncio.get_running_loop()
-        self._writer = threading.Thread(
-            target=self._run_writer, name="subagents-sqlite-writer", daemon=True
+        self._loop = loop = asyncio.get_running_loop()
+        if self._writer_kind == "thread":
+            self._link = ThreadLink(
+                wconn, self.path, batch_max=self._batch_max, on_written=self._written, loop=loop
+            )
+            return
+        self._link = HandoverLink(
+            wconn,
+            self.path,
+            synchronous=self._synchronous,
+            batch_max=self._batch_max,
+            on_written=self._written,
+            on_broken=self._break,
+            loop=loop,
         )
-        self._writer.start()
 
     async def _close(self) -> None:
         """Drain pending appends, stop the writer and close the connections."""
-        if self._writer is not None:
+        if self._link is not None:
             self._send()
-            self._queue.put(_STOP)
-        await asyncio.to_thread(self._shutdown)  # runs to the end even if we are cancelled
+            await self._link.aclose()
+        await asyncio.to_thread(self._close_reader)  # runs to the end even if we are cancelled
 
-    def _shutdown(self) -> None:
-        if self._writer is not None:
-            self._writer.join()
+    def _close_reader(self) -> None:
         with self._rlock:
             if self._rconn is not None:
                 self._rconn.close()
@@ -222,14 +260,18 @@ class SqliteEventStore(AsyncResource):
 
     # writes
 
-    def _enqueue(self, item: Item, size: int, *, now: bool = False) -> asyncio.Future[None]:
+    def _enqueue(
+        self, item: WriteItem, size: int, waiter: _Waiter, *, now: bool = False
+    ) -> asyncio.Future[None]:
         """Add `item` to the outbox; it goes to the writer with the batch it is part of.
 
         A batch goes when someone waits for it (`flush`, a lease or a command: `now`), when
         it holds `batch_max` records, or `write_window` seconds after its first write,
-        whichever comes first. Waking the writer thread costs the loop a hand-over of the
-        GIL, so a run that nobody waits on pays it once per window, not once per write.
+        whichever comes first, so that a run nobody waits on hands the writer a batch per
+        window, not one per write.
         """
+        if self._broken is not None:
+            raise self._broken
         shared = self._shared
         if shared is None:
             assert self._loop is not None
@@ -239,6 +281,7 @@ class SqliteEventStore(AsyncResource):
             else:
                 self._loop.call_soon(self._send)
         self._outbox.append(item)
+        self._outbox_waiters.append(waiter)
         self._outbox_size += size
         if now or self._outbox_size >= self._batch_max:
             self._send()
@@ -252,31 +295,50 @@ class SqliteEventStore(AsyncResource):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._queue.put(Batch(self._outbox, shared, self._outbox_size))
-        self._in_flight += 1
+        batch = WriteBatch(next(self._batch_ids), self._outbox, self._outbox_size)
+        self._sent.append(_Sent(batch.id, self._outbox_waiters, shared))
         self._outbox = []
+        self._outbox_waiters = []
         self._outbox_size = 0
         self._shared = None
+        assert self._link is not None
+        try:
+            self._link.send(batch)
+        except StoreError as exc:
+            self._break(exc)
+
+    def _future(self) -> asyncio.Future[Any]:
+        assert self._loop is not None
+        return self._loop.create_future()
 
     def create(self, header: SessionHeader) -> asyncio.Future[None]:
         """Enqueue `header` (through the writer, so creates are group-committed too)."""
         self._check_open()
-        assert self._loop is not None
-        row = (header.id, header.tenant, header.parent, header.root_id, header.created_at)
-        future: asyncio.Future[None] = self._loop.create_future()
-        self._enqueue(Create(header, (*row, encode_header(header)), future), 1)
+        future = self._future()
+        item = CreateSession(
+            header.id,
+            header.tenant,
+            header.parent,
+            header.root_id,
+            header.created_at,
+            encode_header(header),
+            header.seed_length,
+        )
+        self._enqueue(item, 1, (future, None))
         self._next.setdefault(header.id, 0)
         return future
 
     def flush(self) -> asyncio.Future[None]:
         """A future that resolves once every write submitted before it is committed."""
         self._check_open()
-        if self._shared is None and not self._in_flight:
-            assert self._loop is not None
-            settled: asyncio.Future[None] = self._loop.create_future()
-            settled.set_result(None)  # every batch sent was told: nothing to wait for
+        if self._shared is None and not self._sent:
+            settled = self._future()
+            if self._broken is not None:
+                settled.set_exception(self._broken)
+            else:
+                settled.set_result(None)  # every batch sent was told: nothing to wait for
             return settled
-        return self._enqueue(Append(SessionId(""), [], None), 0, now=True)
+        return self._enqueue(_BARRIER, 0, (None, None), now=True)
 
     def append(
         self,
@@ -294,118 +356,93 @@ class SqliteEventStore(AsyncResource):
         writes of this loop iteration and only says the batch was handled).
         """
         self._check_open()
-        assert self._loop is not None
         known = self._next.get(session_id)
         base = known if known is not None else (records[0].seq if records else 0)
-        for offset, record in enumerate(records):
-            if record.seq != base + offset:
+        rows: list[EventRow] = []
+        for offset, r in enumerate(records):
+            if r.seq != base + offset:
                 raise ConcurrencyConflict(
                     f'append to session "{session_id}" expected seq {base + offset}, '
-                    f"got {record.seq}; another writer appended first",
+                    f"got {r.seq}; another writer appended first",
                     expected_seq=base + offset,
-                    seq=record.seq,
+                    seq=r.seq,
                 )
-        rows: list[Row] = []
-        summarized: list[EventRecord] | None = None
-        for r in records:
-            kind = r.kind
-            rows.append((session_id, r.seq, kind, r.event.v, r.time, encode_event(r.event)))
-            if kind in SUMMARY_KINDS:
-                if summarized is None:
-                    summarized = []
-                summarized.append(r)
+            event = r.event
+            rows.append((r.seq, KIND_OF[type(event)], event.v, r.time, _encode(event)))
+        item = AppendRows(session_id, rows)
         if done is None:  # its own future: someone is about to wait for it
-            future: asyncio.Future[None] = self._loop.create_future()
-            self._enqueue(Append(session_id, rows, future, None, summarized), len(rows), now=True)
+            future = self._future()
+            self._enqueue(item, len(rows), (future, None), now=True)
         else:
-            future = self._enqueue(Append(session_id, rows, None, done, summarized), len(rows))
+            future = self._enqueue(item, len(rows), (None, done))
         if records:
             # A session this process has not written yet is checked by the writer instead.
             self._next[session_id] = base + len(records)
         return future
 
-    def _run_writer(self) -> None:
-        conn = self._wconn
-        writer = self._transactions
-        assert conn is not None
-        assert writer is not None
-        try:
-            stop = False
-            while not stop:
-                batches: list[Batch] = []
-                size = 0
-                if time.time() - self._renewed > LEASE_RENEW_SECONDS:
-                    self._renewed = time.time()
-                    writer.renew_leases(dict(self._kept), self._renewed)
+    def _written(self, answer: WrittenBatch) -> None:
+        """On the loop: a batch's outcome. Correct the seq cache first, then wake the waiters."""
+        sent = self._sent.popleft()
+        assert sent.id == answer.id, f"the writer answered batch {answer.id}, not {sent.id}"
+        self._commits = answer.commits
+        for sid in answer.forget:
+            self._next.pop(SessionId(sid), None)
+        for sid in answer.created:
+            self._next.setdefault(SessionId(sid), 0)
+        for (future, done), result in zip(sent.waiters, answer.results, strict=True):
+            error = error_from_wire(result) if isinstance(result, WireError) else None
+            if done is not None:
                 try:
-                    taken = self._queue.get(timeout=LEASE_RENEW_SECONDS)
-                except queue.Empty:
-                    continue
-                while True:
-                    if taken is _STOP:
-                        stop = True
-                        break
-                    assert isinstance(taken, Batch)
-                    batches.append(taken)
-                    size += taken.size
-                    if size >= self._batch_max:
-                        break
-                    try:
-                        taken = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                if batches:
-                    self._settle(writer.write(batches))
-        finally:
-            conn.close()
-            self._wconn = None
-
-    def _settle(self, outcome: Outcome) -> None:
-        assert self._loop is not None
-        # RuntimeError: the loop is gone, so nobody is waiting.
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._resolve, outcome)
-
-    def _resolve(self, outcome: Outcome) -> None:
-        """On the loop: correct the seq cache first, then wake the waiters."""
-        for sid in outcome.forget:
-            self._next.pop(sid, None)
-        for sid in outcome.created:
-            self._next.setdefault(sid, 0)
-        for item, error in outcome.results:
-            future = item.future
-            if future is None:
-                assert isinstance(item, Append)
-                if item.done is not None:
-                    try:
-                        item.done(error)
-                    except Exception:
-                        log.exception("a write's done callback failed")
-                continue
-            if future.done():  # the waiter was cancelled; the write stands
+                    done(error)
+                except Exception:
+                    log.exception("a write's done callback failed")
+            if future is None or future.done():  # a cancelled waiter: the write stands
                 continue
             if error is None:
-                future.set_result(None)
+                future.set_result(result)
             else:
                 future.set_exception(error)
-        self._in_flight -= len(outcome.batches)
-        for shared in outcome.batches:
-            if shared.done():
-                continue
-            if outcome.failure is None:
-                shared.set_result(None)  # each write's own outcome went to its future or `done`
+        if not sent.future.done():
+            if answer.failure is None:
+                sent.future.set_result(None)  # each write's own outcome went to its waiter
             else:
-                shared.set_exception(outcome.failure)
-                shared.exception()  # told through `done` already: never "unretrieved" at exit
+                sent.future.set_exception(error_from_wire(answer.failure))
+                sent.future.exception()  # told through `done` already: never "unretrieved"
 
-    # leases (through the writer, each in the batch's transaction)
+    def _break(self, error: StoreError) -> None:
+        """The writer is gone: every write in flight and every later one fails with `error`."""
+        if self._broken is None:
+            self._broken = error
+            log.error("the event store at %s can no longer write: %s", self.path, error)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        pending = list(self._sent)
+        self._sent.clear()
+        if self._shared is not None:
+            pending.append(_Sent(0, self._outbox_waiters, self._shared))
+            self._outbox, self._outbox_waiters, self._outbox_size = [], [], 0
+            self._shared = None
+        for sent in pending:
+            for future, done in sent.waiters:
+                if done is not None:
+                    try:
+                        done(error)
+                    except Exception:
+                        log.exception("a write's done callback failed")
+                if future is not None and not future.done():
+                    future.set_exception(error)
+            if not sent.future.done():
+                sent.future.set_exception(error)
+                sent.future.exception()
 
-    async def _call(self, fn: Callable[[sqlite3.Connection], None]) -> None:
+    # leases and commands (through the writer, each in its batch's transaction)
+
+    async def _call(self, item: WriteItem) -> Any:
         self._check_open()
-        assert self._loop is not None
-        future: asyncio.Future[None] = self._loop.create_future()
-        self._enqueue(Call(fn, future), 1, now=True)
-        await future
+        future = self._future()
+        self._enqueue(item, 1, (future, None), now=True)
+        return await future
 
     async def acquire_lease(
         self,
@@ -417,39 +454,11 @@ class SqliteEventStore(AsyncResource):
         ttl: float,
         address: str | None = None,
     ) -> Lease:
-        held: list[Lease] = []
-
-        def acquire(conn: sqlite3.Connection) -> None:
-            row = conn.execute(
-                "SELECT holder, pid, heartbeat, expires, address FROM leases WHERE root = ?",
-                (root,),
-            ).fetchone()
-            if row is not None and row[0] != holder and float(row[3]) > now:
-                held.append(_lease(root, row))
-                return
-            conn.execute(
-                "INSERT INTO leases (root, holder, pid, heartbeat, expires, address) "
-                "VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(root) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, "
-                "heartbeat = excluded.heartbeat, expires = excluded.expires, "
-                "address = excluded.address",
-                (root, holder, pid, now, now + ttl, address),
-            )
-            held.append(Lease(root, holder, pid, now, now + ttl, address))
-
-        await self._call(acquire)
-        if held[0].holder == holder:
-            self._kept[root] = (holder, pid, ttl, address)
-        return held[0]
+        row = await self._call(AcquireLease(root, holder, pid, now, ttl, address))
+        return _lease(root, row)
 
     async def release_lease(self, root: SessionId, *, holder: str) -> None:
-        def release(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM leases WHERE root = ? AND holder = ?", (root, holder))
-
-        kept = self._kept.get(root)
-        if kept is not None and kept[0] == holder:
-            del self._kept[root]
-        await self._call(release)
+        await self._call(ReleaseLease(root, holder))
 
     async def get_lease(self, root: SessionId) -> Lease | None:
         self._check_open()
@@ -465,18 +474,7 @@ class SqliteEventStore(AsyncResource):
     async def submit_command(
         self, *, root: SessionId, tenant: str, target: SessionId, kind: str, body: bytes, now: float
     ) -> int:
-        ids: list[int] = []
-
-        def insert(conn: sqlite3.Connection) -> None:
-            cursor = conn.execute(
-                "INSERT INTO commands (root, tenant, target, kind, body, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (root, tenant, target, kind, body, now),
-            )
-            ids.append(int(cursor.lastrowid or 0))
-
-        await self._call(insert)
-        return ids[0]
+        return int(await self._call(SubmitCommand(root, tenant, target, kind, body, now)))
 
     async def pending_commands(self, root: SessionId) -> list[CommandRow]:
         self._check_open()
@@ -498,18 +496,7 @@ class SqliteEventStore(AsyncResource):
     async def finish_command(
         self, command_id: int, *, state: CommandState, outcome: bytes, now: float
     ) -> bool:
-        changed: list[bool] = []
-
-        def finish(conn: sqlite3.Connection) -> None:
-            cursor = conn.execute(
-                "UPDATE commands SET state = ?, outcome = ?, handled_at = ? "
-                "WHERE id = ? AND state = 'pending'",
-                (state, outcome, now, command_id),
-            )
-            changed.append(cursor.rowcount == 1)
-
-        await self._call(finish)
-        return changed[0]
+        return bool(await self._call(FinishCommand(command_id, state, outcome, now)))
 
     async def change_count(self) -> int:
         """SQLite's `data_version` on the reader connection.

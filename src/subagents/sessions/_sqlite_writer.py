@@ -1,36 +1,68 @@
-"""The SQLite store's writer thread: batches of writes, each one transaction of few statements.
+"""The SQLite store's writer: batches of writes, each transaction a few statements.
 
-Every call into `sqlite3` lets the writer thread give up the GIL and take it back, which on a
-busy event loop costs a switch of threads each time. So a transaction does not execute a
-statement per write: it checks every write in Python (its seq against the cache of committed
-seqs, its summary against the cached one), gathers the rows, and writes them with one
-`executemany` per table just before `COMMIT`. Only a write that needs to look at the file (a
-session this store has not written yet, a summary it has not cached, a lease or a command)
-first writes what was gathered, so that what it reads is this transaction's state.
+It runs where the store puts it: in a process of its own (`_sqlite_process.py`, the default),
+or in a thread of the store's process. Either way it gets `WriteBatch`es (plain data) and
+answers a `WrittenBatch` for each, in order.
+
+A transaction does not execute a statement per write: it checks every write in Python (its seq
+against the cache of committed seqs, its summary against the cached one), gathers the rows,
+and writes them with a few multi-row statements per table just before `COMMIT` (in a thread,
+every call into `sqlite3` gives the GIL up and must take it back from a busy loop; a statement
+per write, or `executemany`'s step per row, made it fall behind). Only a write that must look
+at the file (a session this writer has not written yet, a summary it has not cached, a lease
+or a command) first writes what was gathered, so that what it reads is this transaction's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConcurrencyConflict, DuplicateError, ErrorCode, NotFoundError, StoreError
+from ..errors import (
+    ConcurrencyConflict,
+    DuplicateError,
+    ErrorCode,
+    NotFoundError,
+    StoreError,
+    SubagentsError,
+)
 from ..ids import SessionId
-from ._events import EventRecord, SessionHeader
+from ._events import EventRecord, decode_event
 from ._migrations import fill_members, rebuild_summary, upsert_catalog, upsert_summary, values
-from ._store import WriteDone
-from ._summaries import SessionSummary, catalog_row, decode_summary, encode_summary, summarize
+from ._sqlite_wire import (
+    AcquireLease,
+    AppendRows,
+    Barrier,
+    CreateSession,
+    FinishCommand,
+    ReleaseLease,
+    Result,
+    SubmitCommand,
+    WireError,
+    WriteBatch,
+    WriteItem,
+    WrittenBatch,
+    error_to_wire,
+)
+from ._summaries import (
+    SUMMARY_KINDS,
+    SessionSummary,
+    catalog_row,
+    decode_summary,
+    encode_summary,
+    summarize,
+)
 
-__all__ = ["Append", "Batch", "Call", "Create", "Item", "Outcome", "Row", "TransactionWriter"]
+__all__ = ["KeptLease", "TransactionWriter"]
 
 Row = tuple[str, int, str, int, float, bytes]
 """An events row: session id, seq, kind, event version, time, payload."""
 SessionRow = tuple[str, str, str | None, str, float, bytes]
 """A sessions row: id, tenant, parent, root, created_at, header."""
+KeptLease = tuple[str, int, float, str | None]
+"""A lease this writer renews: holder, pid, ttl, address."""
 
 
 def _insert_events(rows: int) -> str:
@@ -55,58 +87,23 @@ _KEPT_SUMMARY = (
     "ON m.root = s.root AND m.session_id = s.id WHERE s.id = ?"
 )
 _IDS_PER_QUERY = 500  # well under SQLite's limit on bound parameters
+_LEASE_ROW = "SELECT holder, pid, heartbeat, expires, address FROM leases WHERE root = ?"
+_UPSERT_LEASE = (
+    "INSERT INTO leases (root, holder, pid, heartbeat, expires, address) VALUES (?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT(root) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, "
+    "heartbeat = excluded.heartbeat, expires = excluded.expires, address = excluded.address"
+)
 
 
-@dataclass(slots=True)
-class Append:
-    session_id: SessionId
-    rows: list[Row]
-    future: asyncio.Future[None] | None
-    """This write's own future; None when its outcome goes to `done` instead."""
-    done: WriteDone | None = None
-    summarized: list[EventRecord] | None = None
-    """Its records that change the session's summary or the catalog (None: none do)."""
+class _Written:
+    """What one transaction tells: a result per item, the sessions to forget or now known."""
 
+    __slots__ = ("created", "forget", "results")
 
-@dataclass(slots=True)
-class Call:
-    """Work for the writer's connection, done inside a batch (leases, commands)."""
-
-    fn: Callable[[sqlite3.Connection], None]
-    future: asyncio.Future[None]
-
-
-@dataclass(slots=True)
-class Create:
-    header: SessionHeader
-    row: SessionRow
-    future: asyncio.Future[None]
-
-
-Item = Append | Create | Call
-
-
-@dataclass(slots=True)
-class Batch:
-    """One loop iteration's writes, in submission order, and the future they share."""
-
-    items: list[Item]
-    future: asyncio.Future[None]
-    size: int
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What the writer hands back to the loop for one transaction."""
-
-    results: list[tuple[Item, BaseException | None]] = field(
-        default_factory=list[tuple[Item, BaseException | None]]
-    )
-    batches: list[asyncio.Future[None]] = field(default_factory=list[asyncio.Future[None]])
-    failure: StoreError | None = None
-    """Set when the whole transaction was rolled back."""
-    forget: set[SessionId] = field(default_factory=lambda: set[SessionId]())
-    created: list[SessionId] = field(default_factory=list[SessionId])
+    def __init__(self) -> None:
+        self.results: list[Result] = []
+        self.forget: set[str] = set()
+        self.created: list[str] = []
 
 
 class _Gathered:
@@ -117,7 +114,7 @@ class _Gathered:
     def __init__(self) -> None:
         self.sessions: list[SessionRow] = []
         self.events: list[Row] = []
-        self.appends: list[Append] = []
+        self.appends: list[AppendRows] = []
         """The writes whose rows are in `events`: one of them is the culprit of a collision."""
         self.catalog: list[tuple[str, str, str, int, str | None, str, str]] = []
         self.summaries: dict[SessionId, None] = {}
@@ -127,13 +124,15 @@ class _Gathered:
 
 
 class TransactionWriter:
-    """The writer thread's side of the store: its connection and what it has committed."""
+    """The writer's side of the store: its connection and what it has committed."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
         self.path = path
         self.commits = 0
         """Transactions committed (group commit makes it smaller than the writes)."""
+        self.kept: dict[str, KeptLease] = {}
+        """The leases this writer holds and renews (`renew_leases`), by root."""
         self._next: dict[SessionId, int] = {}
         """Each session's next seq as committed (or gathered in the open transaction)."""
         self._summary: dict[SessionId, tuple[str, SessionSummary]] = {}
@@ -142,17 +141,17 @@ class TransactionWriter:
         self._statements: dict[tuple[Callable[[int], str], int], str] = {}
         self._variables = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
 
-    def write(self, batches: list[Batch]) -> Outcome:
+    def write(self, batches: list[WriteBatch]) -> list[WrittenBatch]:
         """Write `batches` in one transaction (group commit); on failure roll all of it back."""
-        outcome = Outcome(batches=[b.future for b in batches])
-        batch = [item for b in batches for item in b.items]
-        culprit: Item | None = None
+        items = [item for b in batches for item in b.items]
+        written = _Written()
+        culprit: WriteItem | None = None
         conn = self.conn
         try:
             conn.execute("BEGIN IMMEDIATE")
-            taken = self._taken_ids(batch)
-            for culprit in batch:
-                outcome.results.append((culprit, self._write_item(culprit, outcome, taken)))
+            taken = self._taken_ids(items)
+            for culprit in items:
+                written.results.append(self._write_item(culprit, written, taken))
             culprit = None
             self._write_gathered()
             conn.execute("COMMIT")
@@ -164,35 +163,48 @@ class TransactionWriter:
                     conn.execute("ROLLBACK")
             if culprit is None and isinstance(exc, sqlite3.IntegrityError):
                 culprit = self._collided(appends)
-            return self._failed(batch, outcome.batches, exc, culprit)
+            return self._failed(batches, exc, culprit)
         self.commits += 1
-        return outcome
+        return self._told(batches, written)
+
+    def _told(
+        self, batches: list[WriteBatch], written: _Written, failure: WireError | None = None
+    ) -> list[WrittenBatch]:
+        """`written` split back into one answer per batch (the forgets go with the first)."""
+        told: list[WrittenBatch] = []
+        start = 0
+        forget, created = sorted(written.forget), written.created
+        for batch in batches:
+            end = start + len(batch.items)
+            told.append(
+                WrittenBatch(
+                    batch.id, written.results[start:end], forget, created, self.commits, failure
+                )
+            )
+            forget, created, start = [], [], end
+        return told
 
     def _failed(
-        self,
-        batch: list[Item],
-        futures: list[asyncio.Future[None]],
-        exc: Exception,
-        culprit: Item | None,
-    ) -> Outcome:
-        touched = {_session_of(item) for item in batch}
-        for sid in touched:
-            self._next.pop(sid, None)  # reloaded from the db on next touch
-            self._summary.pop(sid, None)
-        failed = Outcome(
-            forget=touched,
-            batches=futures,
-            failure=_write_error(exc, batch[0], self.path, culprit=False),
-        )
-        for item in batch:
+        self, batches: list[WriteBatch], exc: Exception, culprit: WriteItem | None
+    ) -> list[WrittenBatch]:
+        items = [item for b in batches for item in b.items]
+        written = _Written()
+        for item in items:
+            sid = _session_of(item)
+            if sid:
+                written.forget.add(sid)
+                self._next.pop(SessionId(sid), None)  # reloaded from the db on next touch
+                self._summary.pop(SessionId(sid), None)
+        for item in items:
             error = _write_error(exc, item, self.path, culprit=item is culprit)
-            failed.results.append((item, error))
-        return failed
+            written.results.append(error_to_wire(error))
+        failure = error_to_wire(_write_error(exc, items[0], self.path, culprit=False))
+        return self._told(batches, written, failure)
 
-    def _collided(self, appends: list[Append]) -> Append | None:
+    def _collided(self, appends: list[AppendRows]) -> AppendRows | None:
         """After a rolled-back collision: the first write whose seqs are taken in the file."""
         for item in appends:
-            first, last = item.rows[0][1], item.rows[-1][1]
+            first, last = item.rows[0][0], item.rows[-1][0]
             with contextlib.suppress(sqlite3.Error):
                 found = self.conn.execute(
                     "SELECT 1 FROM events WHERE session_id = ? AND seq BETWEEN ? AND ?",
@@ -202,9 +214,9 @@ class TransactionWriter:
                     return item
         return None
 
-    def _taken_ids(self, batch: list[Item]) -> set[str]:
-        """Which of the sessions `batch` creates exist already (one query per 500)."""
-        ids = [item.header.id for item in batch if isinstance(item, Create)]
+    def _taken_ids(self, items: list[WriteItem]) -> set[str]:
+        """Which of the sessions `items` create exist already (one query per 500)."""
+        ids = [item.id for item in items if isinstance(item, CreateSession)]
         taken: set[str] = set()
         for start in range(0, len(ids), _IDS_PER_QUERY):
             chunk = ids[start : start + _IDS_PER_QUERY]
@@ -213,30 +225,71 @@ class TransactionWriter:
             taken.update(str(row[0]) for row in rows)
         return taken
 
-    def _write_item(self, item: Item, outcome: Outcome, taken: set[str]) -> BaseException | None:
-        if isinstance(item, Call):
-            self._write_gathered()  # what it reads or writes comes after them
-            item.fn(self.conn)
+    def _write_item(self, item: WriteItem, written: _Written, taken: set[str]) -> Result:
+        if isinstance(item, AppendRows):
+            error = self._append(item, written)
+            return None if error is None else error_to_wire(error)
+        if isinstance(item, CreateSession):
+            error = self._create(item, written, taken)
+            return None if error is None else error_to_wire(error)
+        if isinstance(item, Barrier):
+            return None  # a flush: resolved with its batch
+        self._write_gathered()  # what a lease or command reads or writes comes after them
+        if isinstance(item, AcquireLease):
+            return self._acquire(item)
+        if isinstance(item, ReleaseLease):
+            self.conn.execute(
+                "DELETE FROM leases WHERE root = ? AND holder = ?", (item.root, item.holder)
+            )
+            kept = self.kept.get(item.root)
+            if kept is not None and kept[0] == item.holder:
+                del self.kept[item.root]
             return None
-        if isinstance(item, Create):
-            return self._create(item, outcome, taken)
+        if isinstance(item, SubmitCommand):
+            cursor = self.conn.execute(
+                "INSERT INTO commands (root, tenant, target, kind, body, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (item.root, item.tenant, item.target, item.kind, item.body, item.now),
+            )
+            return int(cursor.lastrowid or 0)
+        assert isinstance(item, FinishCommand)
+        cursor = self.conn.execute(
+            "UPDATE commands SET state = ?, outcome = ?, handled_at = ? "
+            "WHERE id = ? AND state = 'pending'",
+            (item.state, item.outcome, item.now, item.command_id),
+        )
+        return cursor.rowcount == 1
+
+    def _acquire(self, item: AcquireLease) -> Result:
+        """The lease of `item.root`: another's that is still valid, else now `item.holder`'s."""
+        row = self.conn.execute(_LEASE_ROW, (item.root,)).fetchone()
+        if row is not None and row[0] != item.holder and float(row[3]) > item.now:
+            return (str(row[0]), int(row[1]), float(row[2]), float(row[3]), row[4])
+        expires = item.now + item.ttl
+        self.conn.execute(
+            _UPSERT_LEASE, (item.root, item.holder, item.pid, item.now, expires, item.address)
+        )
+        self.kept[item.root] = (item.holder, item.pid, item.ttl, item.address)
+        return (item.holder, item.pid, item.now, expires, item.address)
+
+    def _append(self, item: AppendRows, written: _Written) -> SubagentsError | None:
         if not item.rows:
-            return None  # a flush barrier: resolved with its batch
-        sid = item.session_id
+            return None
+        sid = SessionId(item.session_id)
         expected = self._next.get(sid)
-        first = item.rows[0][1]
+        first = item.rows[0][0]
         if expected is None or first != expected:
             # Not cached, or the cache disagrees: another process may have written the
             # session since (a child run elsewhere under this process's lease). The file says.
             self._write_gathered()
             found, last = self.conn.execute(_LAST_SEQ, (sid, sid)).fetchone()
             if found is None:
-                outcome.forget.add(sid)
+                written.forget.add(sid)
                 return NotFoundError(f'session "{sid}" not found')
             expected = self._next[sid] = 0 if last is None else int(last) + 1
             self._summary.pop(sid, None)  # as stale as the seq was
         if first != expected:
-            outcome.forget.add(sid)
+            written.forget.add(sid)
             return ConcurrencyConflict(
                 f'append to session "{sid}" expected seq {expected}, got {first}; '
                 "another writer appended first",
@@ -244,27 +297,35 @@ class TransactionWriter:
                 seq=first,
             )
         gathered = self._gathered
-        gathered.events.extend(item.rows)
+        summarized: list[EventRecord] = []
+        for seq, kind, v, time, payload in item.rows:
+            gathered.events.append((sid, seq, kind, v, time, payload))
+            if kind in SUMMARY_KINDS:
+                summarized.append(EventRecord(seq, time, decode_event(kind, v, payload)))
         gathered.appends.append(item)
         self._next[sid] = expected + len(item.rows)
-        if item.summarized is not None:
-            self._summarize(sid, item.summarized)
+        if summarized:
+            self._summarize(sid, summarized)
         return None
 
-    def _create(self, item: Create, outcome: Outcome, taken: set[str]) -> BaseException | None:
-        header = item.header
-        if header.id in taken:
+    def _create(
+        self, item: CreateSession, written: _Written, taken: set[str]
+    ) -> SubagentsError | None:
+        if item.id in taken:
             return DuplicateError(
-                f'session "{header.id}" already exists', code=ErrorCode.SESSION_EXISTS
+                f'session "{item.id}" already exists', code=ErrorCode.SESSION_EXISTS
             )
-        taken.add(header.id)  # a second create of it in this batch is a duplicate too
+        taken.add(item.id)  # a second create of it in this batch is a duplicate too
+        sid = SessionId(item.id)
         gathered = self._gathered
-        gathered.sessions.append(item.row)
-        self._next[header.id] = 0
-        self._summary[header.id] = (header.root_id, SessionSummary(seed_length=header.seed_length))
-        gathered.summaries[header.id] = None
-        gathered.fills[header.root_id, header.id] = None
-        outcome.created.append(header.id)
+        gathered.sessions.append(
+            (item.id, item.tenant, item.parent, item.root, item.created_at, item.header)
+        )
+        self._next[sid] = 0
+        self._summary[sid] = (item.root, SessionSummary(seed_length=item.seed_length))
+        gathered.summaries[sid] = None
+        gathered.fills[item.root, item.id] = None
+        written.created.append(item.id)
         return None
 
     def _summarize(self, sid: SessionId, records: list[EventRecord]) -> None:
@@ -327,11 +388,9 @@ class TransactionWriter:
             self.conn.execute(sql, [value for row in chunk for value in row])
             start += count
 
-    def renew_leases(
-        self, kept: dict[SessionId, tuple[str, int, float, str | None]], now: float
-    ) -> None:
-        """Extend every lease in `kept` (between batches)."""
-        if not kept:
+    def renew_leases(self, now: float) -> None:
+        """Extend every lease this writer holds (between batches)."""
+        if not self.kept:
             return
         conn = self.conn
         with contextlib.suppress(sqlite3.Error):
@@ -341,7 +400,7 @@ class TransactionWriter:
                 "WHERE root = ? AND holder = ?",
                 [
                     (now, now + ttl, pid, root, holder)
-                    for root, (holder, pid, ttl, _) in kept.items()
+                    for root, (holder, pid, ttl, _) in self.kept.items()
                 ],
             )
             conn.execute("COMMIT")
@@ -366,13 +425,13 @@ def _row_counts(rows: int, columns: int, variables: int) -> Iterator[int]:
             rest -= size
 
 
-def _session_of(item: Item) -> SessionId:
-    if isinstance(item, Call):
-        return SessionId("")
-    return item.header.id if isinstance(item, Create) else item.session_id
+def _session_of(item: WriteItem) -> str:
+    if isinstance(item, CreateSession):
+        return item.id
+    return item.session_id if isinstance(item, AppendRows) else ""
 
 
-def _write_error(exc: Exception, item: Item, path: Path, *, culprit: bool) -> StoreError:
+def _write_error(exc: Exception, item: WriteItem, path: Path, *, culprit: bool) -> StoreError:
     if culprit and isinstance(exc, sqlite3.IntegrityError):
         return ConcurrencyConflict(
             f'append to session "{_session_of(item)}" collided with events already in the store '

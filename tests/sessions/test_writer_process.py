@@ -1,0 +1,160 @@
+"""The SQLite store's writer process: where writes are committed, and what its death does.
+
+Every wait is on an event (a future, a pidfd, a line on a pipe); nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from tests.support.process_support import exited
+
+from subagents.errors import ConfigError, ErrorCode, StoreError
+from subagents.ids import new_session_id
+from subagents.sessions import SqliteEventStore
+from subagents.sessions._events import EventRecord, SessionHeader, TurnStart
+from subagents.sessions._sqlite_link import HandoverLink
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfd_open (Linux)")
+
+
+def header() -> SessionHeader:
+    return SessionHeader(id=new_session_id(), tenant="default", created_at=1.0, cwd="/work")
+
+
+def turn(seq: int) -> EventRecord:
+    return EventRecord(seq, 1_700_000_000.0 + seq, TurnStart(turn=seq))
+
+
+async def handed_over(store: SqliteEventStore) -> int:
+    """The pid of the store's writer process, once it writes for the store."""
+    link = store._link
+    assert isinstance(link, HandoverLink)
+    async with asyncio.timeout(60):
+        await link.handed_over.wait()
+    assert link.process.pid is not None
+    return link.process.pid
+
+
+async def test_writes_are_committed_by_another_process_that_ends_with_the_store(
+    tmp_path: Path,
+) -> None:
+    async with SqliteEventStore(tmp_path / "state.db") as store:
+        assert isinstance(store._link, HandoverLink)
+        assert store._link.process.pid is None  # nothing written yet: no writer started
+        session = header()
+        await store.create(session)  # by the thread, while the process starts
+        pid = await handed_over(store)
+        assert pid != os.getpid()
+        os.kill(pid, 0)  # alive while the store is open
+        await store.append(session.id, [turn(0), turn(1)])  # by the process
+    async with asyncio.timeout(30):
+        await exited(pid)  # closing the store ended it
+    async with SqliteEventStore(tmp_path / "state.db") as reopened:
+        records = await reopened.read(session.id, tenant="default")
+    assert [r.seq for r in records] == [0, 1]
+
+
+async def test_two_stores_have_two_writers(tmp_path: Path) -> None:
+    async with (
+        SqliteEventStore(tmp_path / "a.db") as first,
+        SqliteEventStore(tmp_path / "b.db") as second,
+    ):
+        await first.create(header())
+        await second.create(header())
+        assert await handed_over(first) != await handed_over(second)
+
+
+async def test_a_killed_writer_fails_the_writes_in_flight_and_every_later_one(
+    tmp_path: Path,
+) -> None:
+    async with SqliteEventStore(tmp_path / "state.db", write_window=1.0) as store:
+        session = header()
+        await store.create(session)
+        await store.append(session.id, [turn(0)])
+        pid = await handed_over(store)
+        told: list[BaseException | None] = []
+        pending = store.append(session.id, [turn(1)], done=told.append)  # held for its window
+        os.kill(pid, signal.SIGKILL)
+        async with asyncio.timeout(30):
+            await exited(pid)
+        with pytest.raises(StoreError) as caught:
+            await store.flush()
+        assert caught.value.code == ErrorCode.STORE
+        assert "writer process" in caught.value.message
+        assert len(told) == 1
+        assert isinstance(told[0], StoreError)
+        with pytest.raises(StoreError):
+            await pending
+        with pytest.raises(StoreError, match="writer process"):
+            store.append(session.id, [turn(2)])
+    async with SqliteEventStore(tmp_path / "state.db") as reopened:  # what was acked stands
+        records = await reopened.read(session.id, tenant="default")
+    assert [r.seq for r in records] == [0]
+
+
+async def test_the_thread_writer_writes_in_this_process(tmp_path: Path) -> None:
+    async with SqliteEventStore(tmp_path / "state.db", writer="thread") as store:
+        assert not isinstance(store._link, HandoverLink)
+        session = header()
+        await store.create(session)
+        await store.append(session.id, [turn(0)])
+        assert [r.seq for r in await store.read(session.id, tenant="default")] == [0]
+
+
+@pytest.mark.parametrize("writer", ["processes", "", None, 1])
+def test_an_unknown_writer_is_a_config_error(tmp_path: Path, writer: object) -> None:
+    with pytest.raises(ConfigError, match="writer must be process or thread"):
+        SqliteEventStore(tmp_path / "state.db", writer=writer)  # type: ignore[arg-type]
+    assert not (tmp_path / "state.db").exists()
+
+
+_HOLDER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from subagents.ids import new_session_id
+    from subagents.sessions import SqliteEventStore
+    from subagents.sessions._events import EventRecord, SessionHeader, TurnStart
+
+    async def main() -> None:
+        async with SqliteEventStore(sys.argv[1]) as store:
+            header = SessionHeader(id=new_session_id(), tenant="default", created_at=1.0, cwd="/")
+            await store.create(header)
+            await store._link.handed_over.wait()
+            await store.append(header.id, [EventRecord(0, 1.0, TurnStart(turn=1))])
+            print(header.id, store._link.process.pid, flush=True)
+            await asyncio.Event().wait()  # held until killed
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_the_writer_does_not_outlive_a_killed_store_process(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _HOLDER, str(db), stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        async with asyncio.timeout(60):
+            line = await holder.stdout.readline()
+        session_id, pid = line.decode().split()
+        holder.kill()
+        await holder.wait()
+        async with asyncio.timeout(30):
+            await exited(int(pid))  # the socket closed with its process: the writer ended
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            holder.kill()
+        await holder.wait()
+    async with SqliteEventStore(db) as store:  # the acknowledged write stands
+        records = await store.read(session_id, tenant="default")  # type: ignore[arg-type]
+    assert [r.event for r in records] == [TurnStart(turn=1)]
