@@ -20,6 +20,7 @@ from jsonschema import Draft202012Validator, SchemaError
 from ..errors import ErrorCode, UsageError
 from ..messages import JsonObject, JsonValue
 from ._convert import ParamCodec, json_default, param_codec
+from ._fast_check import fast_check
 
 __all__ = [
     "Escalation",
@@ -130,6 +131,8 @@ class ToolSpec:
     escalation: EscalationCheck | None = None
     """How a call of it can ask for more than its agent's sandbox mode (None: it cannot)."""
     validator: Draft202012Validator = field(init=False, repr=False, compare=False)
+    fast_valid: Callable[[Any], bool] | None = field(init=False, repr=False, compare=False)
+    """A quick yes for valid arguments (`_fast_check.py`); None: ask `validator`."""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -147,6 +150,7 @@ class ToolSpec:
         if checked is not self.parameters:
             _check_schema(self.name, checked)
         object.__setattr__(self, "validator", Draft202012Validator(checked))
+        object.__setattr__(self, "fast_valid", fast_check(checked))
 
 
 _CHECKED_SCHEMAS: set[str] = set()
