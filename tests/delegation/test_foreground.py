@@ -222,6 +222,10 @@ stopped:
         ]
         assert list(rt.agents) == [lead.id]
         assert len(asyncio.all_tasks()) == before
+        # Nor state per child released: a long-lived runtime must not grow with every child.
+        assert list(rt.modes._modes) == [lead.id]
+        assert list(rt.mcp._agents) == [lead.id]
+        assert rt.subagents.budgets._ledgers == {}
         assert [(e.name, e.stop_reason) for e in lifecycle.ended] == [
             ("good", "completed"),
             ("bad", "error"),
@@ -270,6 +274,10 @@ slow:
         await rt.wait_quiescent()
         assert list(rt.agents) == [lead.id]
         assert len(asyncio.all_tasks()) == before
+        # Nor state per child released: a long-lived runtime must not grow with every child.
+        assert list(rt.modes._modes) == [lead.id]
+        assert list(rt.mcp._agents) == [lead.id]
+        assert rt.subagents.budgets._ledgers == {}
     model.assert_complete()
 
 

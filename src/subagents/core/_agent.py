@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from .._task_owner import TaskOwner
 from ..errors import ClosedError, ErrorCode, UsageError
 from ..ids import SessionId
 from ..messages import Message, MessageSource, UserMessage, user_message
-from ..models import Model
+from ..models import Model, ToolSchema
 from ..sessions import (
     AssistantMessageEvent,
     EventRecord,
@@ -69,6 +70,12 @@ def check_max_tokens(value: object, what: str) -> int | None:
 CancelCause = Literal["user", "parent", "disposed", "hook", "shutdown"]
 
 
+@functools.lru_cache(maxsize=64)
+def _system_prompt(preamble: str, instructions: str) -> str:
+    """One string for every agent with the same prompt (a tree has few), not one each."""
+    return f"{preamble}\n\n{instructions}" if preamble else instructions
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentConfig:
     """How an agent talks to its model: its full name, instructions and loop limits."""
@@ -92,7 +99,7 @@ class AgentConfig:
     @property
     def system_prompt(self) -> str:
         """The system message: the preamble, then the instructions (nothing per agent)."""
-        return f"{self.preamble}\n\n{self.instructions}" if self.preamble else self.instructions
+        return _system_prompt(self.preamble, self.instructions)
 
     @property
     def context_text(self) -> str:
@@ -107,13 +114,19 @@ class AgentConfig:
         A new topic goes last, unless `order` ranks topics: then they are sorted by it (topics
         it does not name keep their place after those it does).
         """
+        return dataclasses.replace(self, context=self.context_with(topic, text, order=order))
+
+    def context_with(
+        self, topic: str, text: str, *, order: Sequence[str] = ()
+    ) -> tuple[tuple[str, str], ...]:
+        """The `context` that `with_context` gives (for a caller changing more than it)."""
         context = [(t, x) for t, x in self.context if t != topic]
         at = next((i for i, (t, _) in enumerate(self.context) if t == topic), len(context))
         context.insert(at, (topic, text))
         if order:
             rank = {name: index for index, name in enumerate(order)}
             context.sort(key=lambda item: rank.get(item[0], len(rank)))
-        return dataclasses.replace(self, context=tuple(context))
+        return tuple(context)
 
 
 class Agent:
@@ -181,6 +194,8 @@ class Agent:
         self.call_index = 0
         self.transcript: list[Message] = list(fold(TranscriptProjection(), records))
         self.last_header: tuple[str, str, str, tuple[str, ...]] | None = None
+        self.header_tools: tuple[Sequence[ToolSchema], tuple[str, ...]] | None = None
+        """The tool schemas of the last request and their names (see `_log_request_header`)."""
         self.header_reason: Literal["initial", "resume"] = "initial"
         self.context_snapshot = ""
         """The runtime context this agent's own log last entered ("" for none or cleared)."""

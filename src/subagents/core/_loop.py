@@ -205,12 +205,12 @@ def _build_request(agent: Agent) -> ModelRequest:
 
 
 def _log_request_header(agent: Agent, request: ModelRequest) -> None:
-    key = (
-        agent.model.provider,
-        agent.model.name,
-        request.system,
-        tuple(t.name for t in request.tools),
-    )
+    tools = request.tools
+    named = agent.header_tools
+    if named is None or named[0] is not tools:
+        # The scope hands out the same tuple until its tools change: name them once per tuple.
+        named = agent.header_tools = (tools, tuple(t.name for t in tools))
+    key = (agent.model.provider, agent.model.name, request.system, named[1])
     if key == agent.last_header:
         return
     reason = agent.header_reason if agent.last_header is None else "change"

@@ -582,11 +582,19 @@ class AgentRuntime(AsyncResource):
         async def forget() -> None:
             if self._agents.get(agent_id) is agent:
                 del self._agents[agent_id]
+                self.release_agent(agent)
 
         agent.add_disposer(forget)  # first added, so it runs last
         self.setup_agent(agent)
         self.bus.emit(AgentCreated(agent.id, agent.name, session.header.parent))
         return agent
+
+    def release_agent(self, agent: Agent) -> None:
+        """Drop what the runtime kept for `agent` once it is released (extension hook).
+
+        Only what a later load rebuilds from the log: a runtime that runs a child a second
+        must not grow by one entry per child it ever ran.
+        """
 
     def setup_agent(self, agent: Agent) -> None:
         """Install per-agent registrations before the agent is published (extension hook)."""

@@ -100,8 +100,7 @@ class BudgetBook:
         if limits is not None and limits.unlimited:
             limits = None
         if limits is None and parent_ledger is None:
-            self._ledgers[agent.id] = None
-            return
+            return  # no budget: nothing to keep (a reload finds none in the log either)
         ledger = Ledger(limits or Budget(), owner=agent.name, parent=parent_ledger)
         agent.ledger = ledger
         self._ledgers[agent.id] = ledger

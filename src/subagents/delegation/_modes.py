@@ -31,6 +31,10 @@ class SandboxModes:
     def of(self, agent_id: SessionId) -> SandboxMode:
         return self._modes.get(agent_id, self.default)
 
+    def forget(self, agent_id: SessionId) -> None:
+        """Drop a released agent's mode (`fix` reads it from its log again on a reload)."""
+        self._modes.pop(agent_id, None)
+
     def fix(self, agent: Agent) -> None:
         """An agent's mode is the last `sandbox/mode` of its own log (after any fork seed).
 

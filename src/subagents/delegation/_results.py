@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from ..messages import AssistantMessage, JsonValue
+from ..messages import JsonValue
 from ..sessions import AssistantMessageEvent, EventRecord, InboxSpliced, TurnEnd
 
 __all__ = ["ResultStop", "SubagentResult", "result_from_log"]
@@ -37,17 +37,27 @@ def result_from_log(records: Sequence[EventRecord]) -> SubagentResult:
     output = ""
     end: TurnEnd | None = None
     dropped = False
-    for record in records:
-        match record.event:
-            case AssistantMessageEvent(message=AssistantMessage() as message) if message.text:
-                output = message.text
-            case TurnEnd() as turn_end:
-                end = turn_end
-                dropped = False
-            case InboxSpliced(outcome="canceled", inserted=()):
-                dropped = True
-            case _:
-                pass
+    # From the end back: the latest turn end, a cancellation after it, the last answer.
+    for record in reversed(records):
+        event = record.event
+        if type(event) is AssistantMessageEvent:
+            text = event.message.text
+            if text:
+                output = text
+                if end is not None:
+                    break
+        elif type(event) is TurnEnd:
+            if end is None:
+                end = event
+                if output:
+                    break
+        elif (
+            end is None
+            and type(event) is InboxSpliced
+            and event.outcome == "canceled"
+            and not event.inserted
+        ):
+            dropped = True
     stop = _stop(end, dropped)
     # A spent budget says whose budget and how much was used, a failure why it failed (with
     # its stable code): the parent decides with that, without reading the child's log.

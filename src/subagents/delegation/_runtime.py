@@ -89,6 +89,7 @@ from ._service import Admission, SubagentService, output_schema
 from ._team_board import TeamBoards
 from ._tree import TreeMember, check_takes_messages, find_member, list_tree, load_tree
 from ._wording import (
+    CONTEXT_ORDER,
     DELEGATION,
     FILE_POLICY,
     LIMITS,
@@ -717,6 +718,11 @@ class DelegationRuntime(AgentRuntime):
             )
         return header
 
+    def release_agent(self, agent: Agent) -> None:
+        """Forget a released agent's file policy and MCP scope: a reload reads them again."""
+        self.modes.forget(agent.id)
+        self.mcp.forget(agent.id)
+
     def setup_agent(self, agent: Agent) -> None:
         """Fix a new agent's file policy; give a resumed definition root its recorded scope."""
         agent.prepare = self._settle_in
@@ -755,13 +761,13 @@ class DelegationRuntime(AgentRuntime):
         ledger = agent.ledger
         limits = ledger.limits.describe() if ledger is not None else None
         stated = limits_statement(limits or None, agent.config.max_tokens)
-        agent.config = (
-            told(agent.config, LIMITS, stated)
-            if stated is not None
-            else dataclasses.replace(
-                agent.config, context=tuple(c for c in agent.config.context if c[0] != LIMITS)
+        context = agent.config.context
+        if stated is not None:
+            agent.config = told(agent.config, LIMITS, stated)
+        elif any(topic == LIMITS for topic, _ in context):
+            agent.config = dataclasses.replace(
+                agent.config, context=tuple(c for c in context if c[0] != LIMITS)
             )
-        )
 
     def _tell_file_policy(self, agent: Agent) -> None:
         """Say the agent's current file policy in its instructions (spec: sandbox:policy).
@@ -841,14 +847,12 @@ class DelegationRuntime(AgentRuntime):
     def _child_config(self, admission: Admission) -> AgentConfig:
         """A new one-shot child's config: its parent's own instructions and loop limits."""
         parent = admission.parent.config
-        config = self._compose(
-            AgentConfig(
-                name=admission.full_name,
-                max_parallel_tools=parent.max_parallel_tools,
-                max_tokens=parent.max_tokens,
-            ),
-            base=parent.instructions,
-            profile=admission.profile,
+        instructions, cap = _own(parent.instructions, parent.max_tokens, admission.profile)
+        config = AgentConfig(
+            name=admission.full_name,
+            instructions=instructions,
+            max_parallel_tools=parent.max_parallel_tools,
+            max_tokens=cap,
         )
         if output_schema(admission) is not None:
             config = told(config, STRUCTURED_OUTPUT, structured_instruction())
@@ -866,18 +870,9 @@ class DelegationRuntime(AgentRuntime):
     def _compose(
         self, config: AgentConfig, *, base: str, profile: AgentProfile | None
     ) -> AgentConfig:
-        """`config` with a child's own instructions and response cap.
-
-        Its definition's body (else `base`) and cap (else the one it inherited).
-        """
-        cap = config.max_tokens
-        if profile is not None:
-            if profile.definition is not None:
-                base = profile.definition.body
-                cap = profile.definition.max_tokens or cap
-            elif profile.instructions is not None:
-                base = profile.instructions
-        return dataclasses.replace(config, instructions=base, max_tokens=cap)
+        """`config` with a child's own instructions and response cap (see `_own`)."""
+        instructions, cap = _own(base, config.max_tokens, profile)
+        return dataclasses.replace(config, instructions=instructions, max_tokens=cap)
 
     def max_depth_of(self, agent: Agent) -> int | None:
         """The deepest `agent`'s subtree may reach: the runtime's cap, or its profile's."""
@@ -909,15 +904,32 @@ class DelegationRuntime(AgentRuntime):
             max_depth=max_depth,
             cwd=header.cwd,
         )
-        config = told(agent.config, DELEGATION, statement)
+        config = agent.config
+        changes: dict[str, Any] = {
+            "context": config.context_with(DELEGATION, statement, order=CONTEXT_ORDER),
+            "preamble": RUNTIME_GUIDANCE,
+        }
         if config.max_tokens is None:  # a resumed agent: the cap it recorded, else ours
-            own = recorded_cap(profile)
-            config = dataclasses.replace(config, max_tokens=own or self.delegation.max_tokens)
-        agent.config = dataclasses.replace(config, preamble=RUNTIME_GUIDANCE)
+            changes["max_tokens"] = recorded_cap(profile) or self.delegation.max_tokens
+        agent.config = dataclasses.replace(config, **changes)  # one new config, not three
         self._tell_limits(agent)
         self.mcp.settle(agent, profile.definition if profile is not None else None)
         if max_depth is not None and header.depth >= max_depth:
             agent.tools.hide({DELEGATION_TAG})
+
+
+def _own(base: str, cap: int | None, profile: AgentProfile | None) -> tuple[str, int | None]:
+    """A child's own instructions and response cap.
+
+    Its definition's body (else the instructions it was started with, else `base`), and its
+    definition's cap (else `cap`, the one it inherited).
+    """
+    if profile is not None:
+        if profile.definition is not None:
+            return profile.definition.body, profile.definition.max_tokens or cap
+        if profile.instructions is not None:
+            return profile.instructions, cap
+    return base, cap
 
 
 def _apply(agent: Agent, tool_filter: ToolFilter | None) -> None:

@@ -344,6 +344,7 @@ class SubagentService:
         definition: AgentDefinition | None = None,
         output_schema: JsonObject | None = None,
         model_spec: str | None = None,
+        call_id: str | None = None,
     ) -> Admission:
         """Validate a start in the fixed order and reserve its name (synchronously).
 
@@ -407,6 +408,7 @@ class SubagentService:
             counted=counted,
             output_schema=output_schema,
             requested_cwd=cwd or None,
+            call_id=call_id,
         )
 
     def _check_depth(self, parent: Agent, depth: int, max_depth: int | None) -> None:
@@ -526,8 +528,12 @@ class SubagentService:
         book = self.name_book(admission.parent)
         parent = admission.parent
         try:
-            admission = await self.check_cwd(admission)
-            model = await self.open_model(admission)
+            # Most children work where their parent does, on its model: no await for those.
+            if admission.cwd != parent.session.header.cwd:
+                admission = await self.check_cwd(admission)
+            model = (
+                parent.model if admission.model_spec is None else await self.open_model(admission)
+            )
             child = await admission.provider.start(
                 StartRequest(
                     parent=parent,

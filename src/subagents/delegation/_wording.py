@@ -9,6 +9,7 @@ descriptions of the `@tool` tools are their docstrings.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING, Literal
@@ -204,7 +205,7 @@ def delegation_statement(
     *, full_name: str, parent: str | None, depth: int, max_depth: int | None, cwd: str
 ) -> str:
     """Who an agent is in its tree, where it works and how deep it may still delegate."""
-    where = f"Working directory: {json.dumps(cwd, ensure_ascii=False)}."
+    where = f"Working directory: {_quoted(cwd)}."
     if max_depth is None:
         budget = "The delegation depth is managed by the provider."
     elif depth >= max_depth:
@@ -241,6 +242,12 @@ def limits_statement(limits: str | None, max_tokens: int | None) -> str | None:
 _POLICY_OPENING = "Current file policy: "
 
 
+@functools.lru_cache(maxsize=256)
+def _quoted(path: str) -> str:
+    """`path` as a JSON string (unambiguous whatever it holds); a tree has few directories."""
+    return json.dumps(path, ensure_ascii=False)
+
+
 def file_policy_statement(mode: SandboxMode, workspace_root: str) -> str:
     """What the model is told of its file policy (one sentence per mode, capability-neutral)."""
     match mode:
@@ -253,7 +260,7 @@ def file_policy_statement(mode: SandboxMode, workspace_root: str) -> str:
         case "workspace-write":
             return (
                 f"{_POLICY_OPENING}workspace-write. You may modify files under the workspace "
-                f"{json.dumps(workspace_root, ensure_ascii=False)}; some temporary areas of "
+                f"{_quoted(workspace_root)}; some temporary areas of "
                 "the platform may be writable too."
             )
         case "danger-full-access":

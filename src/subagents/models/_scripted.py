@@ -82,6 +82,9 @@ class ScriptedModel:
         self._source = source
         self.clock: Clock = clock or SystemClock()
         self._consumed: dict[str, int] = {}
+        self._chunks: dict[tuple[int, int], list[ModelChunk]] = {}
+        """Each response's stream by (response, call index): its chunks are frozen, so every
+        agent that plays it at that index gets the same ones."""
 
     @property
     def name(self) -> str:
@@ -135,7 +138,11 @@ class ScriptedModel:
             await self.clock.sleep(response.sleep)
         if response.error is not None:
             raise ModelError(response.error, code=ErrorCode.MODEL_ERROR, retryable=False)
-        for chunk in _chunks(response, index):
+        key = (id(response), index)
+        chunks = self._chunks.get(key)
+        if chunks is None:  # the script's responses live as long as the model: ids are stable
+            chunks = self._chunks[key] = _chunks(response, index)
+        for chunk in chunks:
             yield chunk
 
     def assert_complete(self) -> None:

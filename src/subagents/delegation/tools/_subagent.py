@@ -7,7 +7,6 @@ caller's), its depth cap; `context: fork` routes to the fork provider.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -159,10 +158,10 @@ def subagent_tool(
             cwd=args.get("cwd"),
             max_depth=config.max_depth,
             definition=definition,
+            # The call that waits for (or collects) the child, recorded with it: after a
+            # crash the child's answer finds its way back to this call.
+            call_id=ctx.call_id,
         )
-        # The call that waits for (or collects) the child, recorded with it: after a crash the
-        # child's answer finds its way back to this call.
-        admission = dataclasses.replace(admission, call_id=ctx.call_id)
         if background and config.background_mode == "continuable" and continuable is not None:
             try:
                 admission = await service.check_cwd(admission)
