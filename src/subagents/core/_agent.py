@@ -70,6 +70,37 @@ def check_max_tokens(value: object, what: str) -> int | None:
 CancelCause = Literal["user", "parent", "disposed", "hook", "shutdown"]
 
 
+class _Idle:
+    """`asyncio.Event` for one flag, without its deque (600 bytes an agent, mostly unused)."""
+
+    __slots__ = ("_waiters", "is_set")
+
+    def __init__(self) -> None:
+        self.is_set = True
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def set(self) -> None:
+        self.is_set = True
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def clear(self) -> None:
+        self.is_set = False
+
+    async def wait(self) -> None:
+        if self.is_set:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if waiter in self._waiters:  # cancelled: not left behind for `set`
+                self._waiters.remove(waiter)
+
+
 @functools.lru_cache(maxsize=64)
 def _system_prompt(preamble: str, instructions: str) -> str:
     """One string for every agent with the same prompt (a tree has few), not one each."""
@@ -137,6 +168,44 @@ class Agent:
     reaches quiescence and releases the agent.
     """
 
+    # Slots: a fan-out holds thousands of agents at once, and a dict of 30 attributes each
+    # was the largest object of an idle child.
+    __slots__ = (
+        "__weakref__",
+        "_abort_cause",
+        "_abort_command",
+        "_disposed",
+        "_disposers",
+        "_driver",
+        "_idle",
+        "_status",
+        "_stop_posting",
+        "_tasks",
+        "_turn_task",
+        "_wake",
+        "approvals",
+        "before_call",
+        "bus",
+        "call_index",
+        "config",
+        "context_snapshot",
+        "gates",
+        "header_reason",
+        "header_tools",
+        "id",
+        "inbox",
+        "last_header",
+        "ledger",
+        "model",
+        "prepare",
+        "record",
+        "session",
+        "tools",
+        "transcript",
+        "turn_number",
+        "waiting",
+    )
+
     def __init__(
         self,
         *,
@@ -149,6 +218,9 @@ class Agent:
     ) -> None:
         self.session: Final = session
         self.id: Final[SessionId] = session.id
+        self.record: Final[Callable[[SessionEvent], EventRecord]] = session.submit
+        """Append without waiting; a later flush or durable append acknowledges it (the
+        session's own `submit`: an event is recorded a dozen times per child)."""
         self.model = model
         self.tools = tools
         self.bus = bus
@@ -163,8 +235,7 @@ class Agent:
         self.inbox = Inbox(self.session.submit, self.session.flush)
         self._tasks = TaskOwner(f"agent {config.name}")
         self._status: Literal["idle", "running"] = "idle"
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._idle = _Idle()
         self._driver: asyncio.Task[None] | None = None
         self._turn_task: asyncio.Task[StopReason] | None = None
         self._abort_cause: str | None = None
@@ -235,10 +306,6 @@ class Agent:
     async def _append(self, event: SessionEvent) -> EventRecord:
         """Append durably: returns once the event is in the store."""
         return await self.session.append(event)
-
-    def record(self, event: SessionEvent) -> EventRecord:
-        """Append without waiting; a later flush or durable append acknowledges it."""
-        return self.session.submit(event)
 
     def _posted(self, session: Session, record: EventRecord) -> None:
         if self.bus.wants(SessionEventPosted):
@@ -378,7 +445,8 @@ class Agent:
         """
         if not keep_inbox:
             self._wake = False
-            await self.inbox.clear()
+            if self.inbox:
+                await self.inbox.clear()
         task = self._turn_task
         if task is not None and not task.done() and self._abort_cause is None:
             self._abort_cause = cause

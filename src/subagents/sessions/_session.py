@@ -50,8 +50,13 @@ class Session:
         """Writes handed to the store."""
         self._told = 0
         """Writes whose outcome the store has told (in submission order)."""
-        self._when_told: deque[tuple[int, Callable[[], None]]] = deque()
-        self._untold: deque[EventRecord | list[EventRecord]] = deque()
+        self._when_told: deque[tuple[int, Callable[[], None]]] | None = None
+        """Callbacks waiting for writes to be told (made on first use: most sessions have
+        none, and an empty deque is 600 bytes)."""
+        self._untold: list[EventRecord | list[EventRecord]] = []
+        self._untold_head = 0
+        """The first of `_untold` not told yet (a list read from the front, emptied when all
+        is told: lighter than a deque, which a session would keep for its lifetime)."""
         """The records of each write not told yet, in submission order: the store tells
         outcomes in that order, so one bound method serves every write (no closure each)."""
         self._tell = self._committed
@@ -88,8 +93,21 @@ class Session:
         """Hand `event` to the store without waiting; `flush` or a later `append` acks it."""
         if self._broken is not None:
             self._check()
-        record = EventRecord(len(self.records), self.clock.now() if time is None else time, event)
-        self._hand_over((record,), record)
+        records = self.records
+        record = EventRecord(len(records), self.clock.now() if time is None else time, event)
+        # `_hand_over` for one record, inline: this runs for every event.
+        records.append(record)
+        self._submitted += 1
+        self._untold.append(record)
+        try:
+            self.store.append(self.id, (record,), done=self._tell)
+        except BaseException as exc:  # not handed over: as if it was never submitted
+            self._submitted -= 1
+            self._untold.pop()
+            records.pop()
+            if isinstance(exc, StoreError):
+                self._broken = exc
+            raise
         return record
 
     def _hand_over(
@@ -132,7 +150,11 @@ class Session:
     def _committed(self, error: BaseException | None) -> None:
         """The outcome of the oldest write not told yet (the store tells them in order)."""
         self._told += 1
-        untold = self._untold.popleft()
+        untold = self._untold[self._untold_head]
+        self._untold_head += 1
+        if self._untold_head == len(self._untold):
+            self._untold.clear()
+            self._untold_head = 0
         if error is not None:
             if self._broken is None:
                 self._broken = (
@@ -147,8 +169,9 @@ class Session:
                         observer(self, record)
                     except Exception:
                         log.exception("session observer failed on %s", record.kind)
-        while self._when_told and self._when_told[0][0] <= self._told:
-            self._run(self._when_told.popleft()[1])
+        when_told = self._when_told
+        while when_told and when_told[0][0] <= self._told:
+            self._run(when_told.popleft()[1])
 
     @property
     def broken(self) -> StoreError | None:
@@ -164,6 +187,8 @@ class Session:
         if self._told >= target:
             self._run(callback)
         else:
+            if self._when_told is None:
+                self._when_told = deque()
             self._when_told.append((target, callback))
 
     @staticmethod
