@@ -405,3 +405,16 @@ async def test_leases_fence_a_tree_to_one_holder(store: EventStore) -> None:
     assert taken.holder == "b"  # an expired lease can be taken over
     await store.release_lease(root, holder="b")
     assert await store.get_lease(root) is None
+
+
+async def test_a_claimed_lease_of_a_new_root_lands_with_its_header(store: EventStore) -> None:
+    session = header()
+    created = store.create(session)
+    store.claim_lease(session.id, holder="a", pid=1, now=100.0, ttl=30.0, address=None)
+    await store.flush()  # nobody waited for either: the next barrier covers both
+    assert created.done()
+    assert created.exception() is None
+    lease = await store.get_lease(session.id)
+    assert lease is not None
+    assert (lease.holder, lease.pid, lease.expires) == ("a", 1, 130.0)
+    assert (await store.get_header(session.id, tenant="default")).id == session.id

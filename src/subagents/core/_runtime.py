@@ -208,9 +208,11 @@ class AgentRuntime(AsyncResource):
             # Newest first: children were created after their parents, so they go first.
             for agent in reversed(list(self._agents.values())):
                 await agent.dispose(keep_inbox=True)
-            if self._store is not None:
-                for root in list(self._held):
-                    await self._store.release_lease(root, holder=self.holder)
+            if self._store is not None and self._held:
+                store = self._store
+                async with asyncio.TaskGroup() as releases:  # one round trip, not one each
+                    for root in list(self._held):
+                        releases.create_task(store.release_lease(root, holder=self.holder))
         finally:
             await self._stack.aclose()
 
@@ -348,11 +350,27 @@ class AgentRuntime(AsyncResource):
             model_spec=self.model_spec,
         )
         created = self.store.create(header)
-        self.store.flush()  # it goes now (a store may hold writes back to batch them)
-        try:
-            await self.hold(header.id)  # written after the header: one wait covers both
-        finally:
-            await created
+        if self.lease_from is not None:  # a process working under another's lease
+            self.store.flush()  # it goes now (a store may hold writes back to batch them)
+            try:
+                await self.hold(header.id)  # written after the header: one wait covers both
+            finally:
+                await created
+        else:
+            # A root created now has a new id, so no other process can hold its tree: its
+            # lease is claimed with its header, and neither is waited for (the run's end,
+            # or any acknowledged write after them, says both are durable).
+            created.add_done_callback(_retrieved)
+            address = await self.control.start() if self.takes_commands else None
+            self.store.claim_lease(
+                header.id,
+                holder=self.holder,
+                pid=os.getpid(),
+                now=time.time(),
+                ttl=LEASE_TTL_SECONDS,
+                address=address,
+            )
+            self._held.add(header.id)
         return self._publish(Session(header, self.store, self.clock), config or AgentConfig())
 
     async def resume_agent(
@@ -773,6 +791,12 @@ class AgentRuntime(AsyncResource):
     def set_max_tokens(self, agent: Agent, cap: int | None) -> None:
         """Cap each model response of `agent` from its next call on (None: no cap)."""
         agent.config = dataclasses.replace(agent.config, max_tokens=cap)
+
+
+def _retrieved(future: asyncio.Future[None]) -> None:
+    """Mark a write nobody awaits as seen: its failure breaks the writes that are awaited."""
+    if not future.cancelled():
+        future.exception()
 
 
 def run_result(session_id: SessionId, records: Iterable[EventRecord]) -> RunResult:

@@ -113,6 +113,19 @@ class InMemoryEventStore(AsyncResource):
         lease = self._leases[root] = Lease(root, holder, pid, now, now + ttl, address)
         return lease
 
+    def claim_lease(
+        self,
+        root: SessionId,
+        *,
+        holder: str,
+        pid: int,
+        now: float,
+        ttl: float,
+        address: str | None = None,
+    ) -> None:
+        self._check_open()
+        self._leases[root] = Lease(root, holder, pid, now, now + ttl, address)
+
     async def release_lease(self, root: SessionId, *, holder: str) -> None:
         self._check_open()
         current = self._leases.get(root)

@@ -457,6 +457,21 @@ class SqliteEventStore(AsyncResource):
         row = await self._call(AcquireLease(root, holder, pid, now, ttl, address))
         return _lease(root, row)
 
+    def claim_lease(
+        self,
+        root: SessionId,
+        *,
+        holder: str,
+        pid: int,
+        now: float,
+        ttl: float,
+        address: str | None = None,
+    ) -> None:
+        self._check_open()
+        # The writer renews it from then on; nobody hears its outcome (a failure breaks the
+        # writes after it too, which somebody does wait for).
+        self._enqueue(AcquireLease(root, holder, pid, now, ttl, address), 1, (None, None))
+
     async def release_lease(self, root: SessionId, *, holder: str) -> None:
         await self._call(ReleaseLease(root, holder))
 

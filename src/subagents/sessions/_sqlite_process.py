@@ -72,6 +72,7 @@ def serve(
 ) -> None:
     """Say hello, open the store when told to, and serve batches from `sock` until stopped."""
     from ._migrations import open_writer
+    from ._sqlite_checkpoint import Checkpointer
     from ._sqlite_writer import TransactionWriter
 
     inbox = _Inbox(sock, batch_max)
@@ -82,10 +83,13 @@ def serve(
     except SubagentsError as exc:
         _send(sock, WriterFailed(error_to_wire(exc)))
         return
+    conn.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpointer's thread does them
+    checkpoints = Checkpointer(path)
     try:
         if _send(sock, Ready(os.getpid())):
-            _serve(sock, inbox, TransactionWriter(conn, path))
+            _serve(sock, inbox, TransactionWriter(conn, path, on_commit=checkpoints.committed))
     finally:
+        checkpoints.close()
         conn.close()
 
 
@@ -201,7 +205,7 @@ def serve_forks(control: socket.socket) -> None:
     (SIGCHLD ignored); it exits when `control` closes, that is when the process it serves is
     gone.
     """
-    for module in ("_migrations", "_sqlite_writer"):  # imported once, for every writer
+    for module in ("_migrations", "_sqlite_writer", "_sqlite_checkpoint"):  # once, for all
         importlib.import_module(f"{__package__}.{module}")
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)

@@ -9,8 +9,8 @@ against the cache of committed seqs, its summary against the cached one), gather
 and writes them with a few multi-row statements per table just before `COMMIT` (in a thread,
 every call into `sqlite3` gives the GIL up and must take it back from a busy loop; a statement
 per write, or `executemany`'s step per row, made it fall behind). Only a write that must look
-at the file (a session this writer has not written yet, a summary it has not cached, a lease
-or a command) first writes what was gathered, so that what it reads is this transaction's.
+at the file (a session this writer has not written yet, a summary it has not cached) first
+writes what was gathered, so that what it reads is this transaction's.
 """
 
 from __future__ import annotations
@@ -126,9 +126,13 @@ class _Gathered:
 class TransactionWriter:
     """The writer's side of the store: its connection and what it has committed."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, *, on_commit: Callable[[], None] | None = None
+    ) -> None:
         self.conn = conn
         self.path = path
+        self._on_commit = on_commit
+        """Told after every commit (the writer process counts them for its checkpoints)."""
         self.commits = 0
         """Transactions committed (group commit makes it smaller than the writes)."""
         self.kept: dict[str, KeptLease] = {}
@@ -165,6 +169,8 @@ class TransactionWriter:
                 culprit = self._collided(appends)
             return self._failed(batches, exc, culprit)
         self.commits += 1
+        if self._on_commit is not None:
+            self._on_commit()
         return self._told(batches, written)
 
     def _told(
@@ -234,7 +240,8 @@ class TransactionWriter:
             return None if error is None else error_to_wire(error)
         if isinstance(item, Barrier):
             return None  # a flush: resolved with its batch
-        self._write_gathered()  # what a lease or command reads or writes comes after them
+        # Leases and commands have tables of their own, which no gathered row touches: they
+        # need not wait for the gathered rows (all of it commits at once anyway).
         if isinstance(item, AcquireLease):
             return self._acquire(item)
         if isinstance(item, ReleaseLease):

@@ -111,6 +111,23 @@ class EventStore(Protocol):
         """
         ...
 
+    def claim_lease(
+        self,
+        root: SessionId,
+        *,
+        holder: str,
+        pid: int,
+        now: float,
+        ttl: float,
+        address: str | None = None,
+    ) -> None:
+        """Take the lease of a tree created just now, which no other process can hold yet.
+
+        It is written with the next batch (with the root's header, when they are submitted
+        together) and nobody waits for it: a new root costs no round trip to the disk.
+        """
+        ...
+
     async def release_lease(self, root: SessionId, *, holder: str) -> None: ...
 
     async def get_lease(self, root: SessionId) -> Lease | None: ...
