@@ -158,3 +158,58 @@ async def test_the_writer_does_not_outlive_a_killed_store_process(tmp_path: Path
     async with SqliteEventStore(db) as store:  # the acknowledged write stands
         records = await store.read(session_id, tenant="default")  # type: ignore[arg-type]
     assert [r.event for r in records] == [TurnStart(turn=1)]
+
+
+async def test_with_the_fork_server_running_a_new_store_writes_from_its_process_only(
+    tmp_path: Path,
+) -> None:
+    async with SqliteEventStore(tmp_path / "first.db") as first:
+        await first.create(header())  # starts this process's fork server, if nothing did
+        await handed_over(first)
+    async with SqliteEventStore(tmp_path / "second.db") as second:
+        link = second._link
+        assert isinstance(link, HandoverLink)
+        session = header()
+        await second.create(session)  # waits for the writer process, not for the thread
+        assert link.handed_over.is_set()
+        assert link._thread._writer.commits == 0
+        await second.append(session.id, [turn(0)])
+
+
+async def test_a_handover_takes_back_the_batches_the_thread_has_not_started(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    from subagents.sessions._migrations import open_database
+    from subagents.sessions._sqlite_link import ThreadLink
+    from subagents.sessions._sqlite_wire import Barrier, WriteBatch, WrittenBatch
+
+    wconn, rconn = await asyncio.to_thread(open_database, tmp_path / "s.db", synchronous="NORMAL")
+    rconn.close()
+    answered: list[WrittenBatch] = []
+    link = ThreadLink(
+        wconn,
+        tmp_path / "s.db",
+        batch_max=1,
+        on_written=answered.append,
+        loop=asyncio.get_running_loop(),
+    )
+    writing, go = threading.Event(), threading.Event()
+    real_write = link._writer.write
+
+    def held_write(batches: list[WriteBatch]) -> list[WrittenBatch]:
+        writing.set()
+        go.wait()
+        return real_write(batches)
+
+    link._writer.write = held_write
+    batches = [WriteBatch(n, [Barrier()], 1) for n in (1, 2, 3)]
+    link.send(batches[0])
+    await asyncio.to_thread(writing.wait)  # the thread took the first and is writing it
+    link.send(batches[1])
+    link.send(batches[2])
+    assert link.steal() == batches[1:]  # not started: taken back, in order
+    go.set()
+    await link.aclose()
+    assert [a.id for a in answered] == [1]

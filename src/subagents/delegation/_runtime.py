@@ -704,13 +704,18 @@ class DelegationRuntime(AgentRuntime):
 
     async def tree(self, root: SessionId | str) -> list[TreeMember]:
         """The members of a tree in pre-order, as its log says now."""
-        header = await self._root(root)
-        await self.store.flush()
+        header = await self._root(root)  # which makes what this process wrote durable
         return await load_tree(self.store, header)
 
     async def _root(self, root: SessionId | str) -> SessionHeader:
-        """The header of the root session `root` (a child's id is refused: `USAGE`)."""
-        header = await self.store.get_header(check_session_id(root), tenant=self.tenant)
+        """The header of the root session `root` (a child's id is refused: `USAGE`).
+
+        What this runtime wrote is durable first, so that the names and members the caller
+        looks up next in the store include its own latest (a child it just started, say).
+        """
+        root = check_session_id(root)
+        await self.store.flush()
+        header = await self.store.get_header(root, tenant=self.tenant)
         if header.parent is not None:
             raise UsageError(
                 f"{header.id} is a child session; give its tree's root {header.root_id}",

@@ -8,10 +8,12 @@ A link takes `WriteBatch`es in order and calls back, on the event loop, with the
   with the event loop, and a busy loop starves it (`_sqlite_process.py` says why).
 - `ProcessLink`: the writer in a process of its own, forked by this process's fork server.
   Starting that server costs a Python start (some 100 ms, once per process).
-- `HandoverLink` (the default): the thread writes from the first batch on, while the process
-  starts; once it is ready and the thread has answered everything it was given, batches go to
-  the process. A short command never waits for a process, a long run pays the GIL for a few
-  hundred milliseconds, and where no process can be started the thread keeps writing.
+- `HandoverLink` (the default): when this process's fork server runs already, the first
+  batch waits for a writer process (a few milliseconds). Otherwise the thread writes from the
+  first batch on while the server starts; once the process is ready, the batches the thread
+  has not begun go to it, and it takes over when the thread has answered the one it is writing
+  (a GIL-starved thread would take long to drain a queue). A short command never waits for a
+  Python to start, and where no process can be started the thread keeps writing.
 """
 
 from __future__ import annotations
@@ -100,6 +102,17 @@ class ThreadLink:
 
     def send(self, batch: WriteBatch) -> None:
         self._queue.put(batch)
+
+    def steal(self) -> list[WriteBatch]:
+        """The batches sent that the thread has not taken yet, taken back (in order)."""
+        stolen: list[WriteBatch] = []
+        while True:
+            try:
+                batch = self._queue.get_nowait()
+            except queue.Empty:
+                return stolen
+            assert batch is not None  # the stop comes with `aclose`, after every steal
+            stolen.append(batch)
 
     async def aclose(self) -> None:
         if not self._closed:
@@ -196,8 +209,9 @@ class ProcessLink:
         self._on_unavailable = on_unavailable
         self._loop = loop
         self._held = hold
-        self._waiting: list[bytes] = []
-        """Frames not written to the socket yet (before it is ready, or while held)."""
+        self._waiting: list[tuple[WriteBatch, bytes]] = []
+        """Batches and their frames not written to the socket yet (before it is ready, or
+        while held)."""
         self._transport: asyncio.Transport | None = None
         self._start: asyncio.Task[None] | None = None
         self._ready = False
@@ -224,8 +238,14 @@ class ProcessLink:
         if self._ready and not self._held and self._transport is not None:
             self._transport.write(frame)
             return
-        self._waiting.append(frame)
+        self._waiting.append((batch, frame))
         self.start()
+
+    def take_back(self) -> list[WriteBatch]:
+        """The batches that never reached the writer (it will not be ready), in order."""
+        batches = [batch for batch, _ in self._waiting]
+        self._waiting.clear()
+        return batches
 
     def release(self) -> None:
         """Let the frames held so far (and every later one) go to the writer."""
@@ -236,7 +256,7 @@ class ProcessLink:
         if not self._ready or self._held or self._transport is None:
             return
         if self._waiting:
-            self._transport.write(b"".join(self._waiting))
+            self._transport.write(b"".join(frame for _, frame in self._waiting))
             self._waiting.clear()
         if self._stopping:
             self._transport.write(encode_frame(Stop()))
@@ -387,6 +407,7 @@ class HandoverLink:
             hold=True,
         )
         self._to_process = False
+        self._started = False
         self.handed_over = asyncio.Event()
         """Set once the process writes every batch sent from then on (and the thread none)."""
 
@@ -394,18 +415,33 @@ class HandoverLink:
         if self._to_process:
             self.process.send(batch)
             return
+        if not self._started:
+            self._started = True
+            self.process.start()
+            if _FORKS.running:
+                # Its fork server runs already: a writer is ready in a few milliseconds, so
+                # the first batches wait for it rather than for a GIL-starved thread.
+                self._to_process = True
+                self.process.release()
+                self.process.send(batch)
+                return
         self._with_thread += 1
         self._thread.send(batch)
-        self.process.start()
 
     def _thread_wrote(self, answer: WrittenBatch) -> None:
         self._with_thread -= 1
         self._on_written(answer)
-        if self._to_process and not self._with_thread:
+        if self._to_process and not self._with_thread and not self.handed_over.is_set():
             self._release()  # the thread has answered all it had: the process goes on
 
     def _process_ready(self) -> None:
         self._to_process = True
+        # What the thread has not taken yet goes to the process (it is behind them); what it
+        # is writing, the process waits for.
+        stolen = self._thread.steal()
+        self._with_thread -= len(stolen)
+        for batch in stolen:
+            self.process.send(batch)
         if not self._with_thread:
             self._release()
 
@@ -415,6 +451,10 @@ class HandoverLink:
 
     def _process_unavailable(self, error: StoreError) -> None:
         log.warning("the event store writes from a thread: %s", error.message)
+        self._to_process = False
+        for batch in self.process.take_back():  # sent to it while it started: the thread's
+            self._with_thread += 1
+            self._thread.send(batch)
 
     async def aclose(self) -> None:
         await self._thread.aclose()
@@ -430,6 +470,11 @@ class _ForkServer:
         self._process: subprocess.Popen[bytes] | None = None
         self._owner = 0
         """The process that started it (a forked copy of this one starts its own)."""
+
+    @property
+    def running(self) -> bool:
+        """Whether this process started its fork server already (and it has not died)."""
+        return self._control is not None and self._owner == os.getpid()
 
     def fork_writer(self, fd: int, request: ForkRequest) -> None:
         """Have a writer forked on a copy of `fd`. Blocking (a first start): call it off the loop.
