@@ -97,10 +97,11 @@ class ThreadLink:
         self._thread = threading.Thread(
             target=self._run, name="subagents-sqlite-writer", daemon=True
         )
-        self._thread.start()
         self._closed = False
 
     def send(self, batch: WriteBatch) -> None:
+        if self._thread.ident is None and not self._closed:
+            self._thread.start()  # on the first batch: a store that only reads has no thread
         self._queue.put(batch)
 
     def steal(self) -> list[WriteBatch]:
@@ -115,6 +116,10 @@ class ThreadLink:
             stolen.append(batch)
 
     async def aclose(self) -> None:
+        if self._thread.ident is None:  # never started: only its connection to close
+            self._closed = True
+            await asyncio.to_thread(self._writer.conn.close)
+            return
         if not self._closed:
             self._closed = True
             self._queue.put(None)
