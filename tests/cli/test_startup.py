@@ -43,8 +43,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
+import typer.main
 from cli_support import Cli, cli_runner
+from typer.core import TyperGroup
+from typer.testing import CliRunner
 
+from subagents.cli._app import app
+from subagents.cli._main import app_for
 from subagents.core import default_store_path
 from subagents.errors import SubagentsError
 from subagents.sessions import default_store_path as cli_default_store_path
@@ -217,3 +223,33 @@ def test_the_cli_default_store_refuses_what_the_runtime_refuses(
     with pytest.raises(SubagentsError) as cli:
         cli_default_store_path()
     assert (cli.value.code, cli.value.message) == (runtime.value.code, runtime.value.message)
+
+
+def _help_of(command_line: list[str], *, narrowed: bool) -> str:
+    runner = CliRunner()
+    chosen = app_for(command_line) if narrowed else app
+    done = runner.invoke(chosen, command_line, prog_name="subagents")
+    assert done.exit_code == 0, done.output
+    return done.output
+
+
+def test_a_command_line_builds_only_the_command_it_names() -> None:
+    whole = typer.main.get_command(app)
+    assert isinstance(whole, TyperGroup)
+    names = sorted(whole.commands)
+    assert {"run", "sessions", "tree", "mcp"} <= set(names)
+    for name in names:
+        narrowed = typer.main.get_command(app_for([name]))
+        assert isinstance(narrowed, TyperGroup)
+        assert list(narrowed.commands) == [name]
+        # The narrowed app answers as the whole one does, down to its help.
+        assert _help_of([name, "--help"], narrowed=True) == _help_of(
+            [name, "--help"], narrowed=False
+        )
+
+
+@pytest.mark.parametrize(
+    "command_line", [[], ["--help"], ["-h"], ["--version"], ["sesions"], ["--store", "x", "tree"]]
+)
+def test_help_options_and_unknown_names_get_the_whole_app(command_line: list[str]) -> None:
+    assert app_for(command_line) is app
