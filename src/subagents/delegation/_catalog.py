@@ -30,7 +30,9 @@ __all__ = [
 
 def catalog_entries(records: Iterable[EventRecord]) -> list[SubagentCatalog]:
     """The catalog entries of a creator's log, in creation order."""
-    return [r.event for r in records if isinstance(r.event, SubagentCatalog)]
+    # `type() is`, not isinstance: a tree's root log holds tens of thousands of records, and
+    # the exact test takes a third of the time (the event classes are final).
+    return [event for r in records if type(event := r.event) is SubagentCatalog]
 
 
 def child_names(records: Iterable[EventRecord]) -> dict[str, str]:

@@ -6,7 +6,7 @@ version). Readers accept every version listed in `SUPPORTED_VERSIONS` and refuse
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, final
 
 import msgspec
 
@@ -272,6 +272,7 @@ class SessionEndSeed(_Event, frozen=True, tag="session/end-seed"):
     """
 
 
+@final  # read by an exact type test (`delegation.catalog_entries`)
 class SubagentCatalog(_Event, frozen=True, kw_only=True, tag="subagent/catalog"):
     """The creator's record of a child (in the creator's log); v3 carries the child's name."""
 

@@ -86,7 +86,10 @@ _TREE_CATALOG = "SELECT child_id, creator, seq, name, mode, label FROM catalog W
 _SUMMARIES_OF = (
     "SELECT s.id, m.summary FROM sessions s"
     " LEFT JOIN summaries m ON m.root = s.root AND m.session_id = s.id"
-    " WHERE s.id IN ({marks}) AND s.tenant = ?"
+    # `+s.tenant`: looked up by id, then checked. Without statistics SQLite would otherwise walk
+    # the tenant's index for a list of ids (every session of a one-tenant store: 7 ms for 50
+    # ids among 10,000 sessions, against 0.5 ms by id).
+    " WHERE s.id IN ({marks}) AND +s.tenant = ?"
 )
 _IDS_PER_QUERY = 500  # well under SQLite's limit on bound parameters
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
