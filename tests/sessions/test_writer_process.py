@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 from tests.support.process_support import exited
 
+from subagents import Runtime
 from subagents.errors import ConfigError, ErrorCode, StoreError
 from subagents.ids import new_session_id
+from subagents.models import ScriptedModel
 from subagents.sessions import SqliteEventStore
 from subagents.sessions._events import EventRecord, SessionHeader, TurnStart
 from subagents.sessions._sqlite_link import HandoverLink
@@ -213,3 +215,43 @@ async def test_a_handover_takes_back_the_batches_the_thread_has_not_started(
     go.set()
     await link.aclose()
     assert [a.id for a in answered] == [1]
+
+
+async def test_start_writer_readies_the_process_before_any_write(tmp_path: Path) -> None:
+    async with SqliteEventStore(tmp_path / "state.db") as store:
+        store.start_writer()
+        store.start_writer()  # twice is once
+        pid = await handed_over(store)  # no write was submitted
+        link = store._link
+        assert isinstance(link, HandoverLink)
+        session = header()
+        await store.create(session)
+        await store.append(session.id, [turn(0)])
+        assert link._thread._writer.commits == 0  # the process wrote everything
+    async with asyncio.timeout(30):
+        await exited(pid)
+    async with SqliteEventStore(tmp_path / "state.db") as reopened:
+        assert [r.seq for r in await reopened.read(session.id, tenant="default")] == [0]
+
+
+async def test_a_store_closed_as_its_writer_starts_leaves_no_writer(tmp_path: Path) -> None:
+    # The writer is told to open the store as soon as it is connected, before it says hello:
+    # closing then waits for it to be ready and stops it, so nothing touches the file later.
+    for _ in range(5):
+        async with SqliteEventStore(tmp_path / "state.db") as store:
+            store.start_writer()  # its start runs while the store closes
+            link = store._link
+            assert isinstance(link, HandoverLink)
+        pid = link.process.pid
+        if pid is not None:  # it was ready by the time the store closed
+            async with asyncio.timeout(30):
+                await exited(pid)
+
+
+async def test_a_runtime_starts_its_stores_writer_as_it_opens(tmp_path: Path) -> None:
+    async with Runtime(model=ScriptedModel({}), store=tmp_path / "state.db") as rt:
+        store = rt.store
+        assert isinstance(store, SqliteEventStore)
+        pid = await handed_over(store)  # nothing ran: the runtime's open started it
+    async with asyncio.timeout(30):
+        await exited(pid)

@@ -190,14 +190,16 @@ class AgentRuntime(AsyncResource):
     async def _open(self) -> None:
         self.cwd = await asyncio.to_thread(_resolve_cwd, self._cwd_arg)
         store = self._store_arg
-        if store is None or isinstance(store, str | Path):
-            from ..sessions import SqliteEventStore, parse_store_url
+        from ..sessions import SqliteEventStore, parse_store_url  # not for `--help` and reads
 
+        if store is None or isinstance(store, str | Path):
             store = SqliteEventStore(
                 parse_store_url(str(store)) if store is not None else default_store_path()
             )
         self._stack.push_async_callback(self.model.aclose)
         self._store = await self._stack.enter_async_context(store)
+        if isinstance(store, SqliteEventStore):
+            store.start_writer()  # a runtime writes: its writer starts while it prepares
 
     async def _close(self) -> None:
         """Release every agent (pending input stays in the log), then the store and model."""

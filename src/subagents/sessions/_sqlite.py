@@ -248,6 +248,16 @@ class SqliteEventStore(AsyncResource):
             loop=loop,
         )
 
+    def start_writer(self) -> None:
+        """Start the writer now rather than with the first write (a runtime does as it opens).
+
+        Its process then starts while the caller prepares, not while a run's first writes
+        wait for it: a busy event loop takes its turns slowly, and its start takes a few.
+        """
+        self._check_open()
+        if self._link is not None:
+            self._link.start()
+
     async def _close(self) -> None:
         """Drain pending appends, stop the writer and close the connections."""
         if self._link is not None:

@@ -66,6 +66,10 @@ READY_TIMEOUT = 60.0
 
 
 class WriterLink(Protocol):
+    def start(self) -> None:
+        """Start the writer now, not with the first batch; safe to call twice."""
+        ...
+
     def send(self, batch: WriteBatch) -> None:
         """Hand `batch` to the writer (never blocks)."""
         ...
@@ -99,9 +103,12 @@ class ThreadLink:
         )
         self._closed = False
 
-    def send(self, batch: WriteBatch) -> None:
+    def start(self) -> None:
         if self._thread.ident is None and not self._closed:
-            self._thread.start()  # on the first batch: a store that only reads has no thread
+            self._thread.start()
+
+    def send(self, batch: WriteBatch) -> None:
+        self.start()  # on the first batch at the latest: a store that only reads has no thread
         self._queue.put(batch)
 
     def steal(self) -> list[WriteBatch]:
@@ -270,16 +277,30 @@ class ProcessLink:
         ours, theirs = socket.socketpair()
         try:
             request = ForkRequest(str(self._path), self._synchronous, self._batch_max)
-            sending = self._loop.run_in_executor(None, _FORKS.fork_writer, theirs.fileno(), request)
-            try:
-                await asyncio.shield(sending)
-            finally:
-                if not sending.done():  # cancelled: never close it under the sending thread
-                    await asyncio.wait([sending])
-                theirs.close()
+            if _FORKS.running:
+                # A running server takes the request at once: no thread, and no loop turn
+                # (a busy loop's turns are long) before the fork.
+                try:
+                    _FORKS.fork_writer(theirs.fileno(), request)
+                finally:
+                    theirs.close()
+            else:
+                sending = self._loop.run_in_executor(
+                    None, _FORKS.fork_writer, theirs.fileno(), request
+                )
+                try:
+                    await asyncio.shield(sending)
+                finally:
+                    if not sending.done():  # cancelled: never close it under the sending thread
+                        await asyncio.wait([sending])
+                    theirs.close()
             self._transport, _ = await self._loop.connect_accepted_socket(
                 lambda: _WriterProtocol(self._reply, self._lost), ours
             )
+            if not self._stopping:
+                # Told now, not after its `Hello`: one loop turn less before it is ready.
+                self._transport.write(encode_frame(Open()))
+                self._opening = True
             async with asyncio.timeout(READY_TIMEOUT):
                 await self._settled.wait()
         except (OSError, TimeoutError) as exc:
@@ -299,9 +320,7 @@ class ProcessLink:
         if isinstance(reply, WrittenBatch):
             self._on_written(reply)
         elif isinstance(reply, Hello):
-            if not self._stopping and self._transport is not None:
-                self._transport.write(encode_frame(Open()))
-                self._opening = True
+            pass  # told to open already (`_started`)
         elif isinstance(reply, Ready):
             if self._broken is not None:  # given up on (it was too slow): let it go
                 if self._transport is not None:
@@ -416,20 +435,22 @@ class HandoverLink:
         self.handed_over = asyncio.Event()
         """Set once the process writes every batch sent from then on (and the thread none)."""
 
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self.process.start()
+        if _FORKS.running:
+            # Its fork server runs already: a writer is ready in a few milliseconds, so the
+            # first batches wait for it rather than for a GIL-starved thread.
+            self._to_process = True
+            self.process.release()
+
     def send(self, batch: WriteBatch) -> None:
+        self.start()
         if self._to_process:
             self.process.send(batch)
             return
-        if not self._started:
-            self._started = True
-            self.process.start()
-            if _FORKS.running:
-                # Its fork server runs already: a writer is ready in a few milliseconds, so
-                # the first batches wait for it rather than for a GIL-starved thread.
-                self._to_process = True
-                self.process.release()
-                self.process.send(batch)
-                return
         self._with_thread += 1
         self._thread.send(batch)
 
