@@ -39,6 +39,7 @@ from subagents.sessions import (
     TurnEnd,
     TurnStart,
 )
+from subagents.sessions._migrations import fill_members
 from subagents.sessions._sqlite import _SUMMARIES_OF
 from subagents.sessions._summaries import summaries_from_logs
 
@@ -407,3 +408,17 @@ async def test_summaries_of_a_few_sessions_are_looked_up_by_id(tmp_path: Path) -
     with sqlite3.connect(tmp_path / "s.db") as conn:
         plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", (*asked, "default"))]
     assert plan[0] == "SEARCH s USING INDEX sqlite_autoindex_sessions_1 (id=?)", plan
+
+
+@pytest.mark.parametrize("rows", [1, 2, 100])
+async def test_filling_members_looks_each_one_up_by_its_key(tmp_path: Path, rows: int) -> None:
+    # Not timed: the plan SQLite chooses. With `(root, session_id) IN (VALUES ...)` of two
+    # rows or more it scanned the whole table, so every commit of a big store read every member.
+    async with SqliteEventStore(tmp_path / "s.db") as store:
+        store.create(SessionHeader(id=new_session_id(), tenant="default", created_at=1.0, cwd="/"))
+        await store.flush()
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        sql = f"EXPLAIN QUERY PLAN {fill_members(rows)}"
+        plan = [row[3] for row in conn.execute(sql, ("root", "id") * rows)]
+    assert "SEARCH summaries USING PRIMARY KEY (root=? AND session_id=?)" in plan, plan
+    assert not [step for step in plan if step.startswith("SCAN summaries")], plan

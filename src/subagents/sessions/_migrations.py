@@ -132,11 +132,14 @@ _MEMBER_COLUMNS: Final = (
 def fill_members(rows: int = 1) -> str:
     """Copy sessions' headers and parents' catalog entries for them into their summaries.
 
-    The statement takes `rows` (root, session id) pairs.
+    The statement takes `rows` (root, session id) pairs. Each is looked up by its key: with
+    `(root, session_id) IN (VALUES ...)` of two rows or more SQLite scanned the whole table,
+    so every commit of a big store read every member.
     """
     return (
-        f"UPDATE summaries SET {_MEMBER_COLUMNS} "
-        f"WHERE (root, session_id) IN (VALUES {values(2, rows)})"
+        f"WITH wanted (root, session_id) AS (VALUES {values(2, rows)}) "
+        f"UPDATE summaries SET {_MEMBER_COLUMNS} FROM wanted "
+        "WHERE summaries.root = wanted.root AND summaries.session_id = wanted.session_id"
     )
 
 
