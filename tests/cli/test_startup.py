@@ -26,8 +26,8 @@ Kept out of every command that does not call a model: `pydantic`. Typer 0.29 imp
 coerce every parameter value (80 ms with the `importlib.metadata` its plugin loader imports),
 so the project takes Typer below 0.29.
 
-Kept out of `sessions` besides (`SESSIONS_OUT`): `jsonschema` and the runtime's modules (the
-command reads the store; the default store path is the store's own,
+Kept out of `sessions` besides (`SESSIONS_OUT`): `jsonschema`, the runtime's modules and the
+store's writer (the command reads the store; the default store path is the store's own,
 `sessions.default_store_path`, so the default store needs no runtime either).
 
 `tree` keeps the same out as `sessions`: it reads the stored tree (`delegation._tree`) and
@@ -83,6 +83,8 @@ SESSIONS_OUT = (
     "jsonschema",
     "subagents.core._agent",
     "subagents.core._runtime",
+    "subagents.sessions._sqlite_link",
+    "subagents.sessions._sqlite_process",
     "subagents.tools._pipeline",
 )
 

@@ -22,7 +22,7 @@ from subagents.ids import new_session_id
 from subagents.models import ScriptedModel
 from subagents.sessions import SqliteEventStore
 from subagents.sessions._events import EventRecord, SessionHeader, TurnStart
-from subagents.sessions._sqlite_link import HandoverLink
+from subagents.sessions._sqlite_link import HandoverLink, ThreadLink
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfd_open (Linux)")
 
@@ -49,10 +49,10 @@ async def test_writes_are_committed_by_another_process_that_ends_with_the_store(
     tmp_path: Path,
 ) -> None:
     async with SqliteEventStore(tmp_path / "state.db") as store:
-        assert isinstance(store._link, HandoverLink)
-        assert store._link.process.pid is None  # nothing written yet: no writer started
+        assert store._link is None  # nothing written yet: no writer, not even its link
         session = header()
         await store.create(session)  # by the thread, while the process starts
+        assert isinstance(store._link, HandoverLink)
         pid = await handed_over(store)
         assert pid != os.getpid()
         os.kill(pid, 0)  # alive while the store is open
@@ -104,9 +104,9 @@ async def test_a_killed_writer_fails_the_writes_in_flight_and_every_later_one(
 
 async def test_the_thread_writer_writes_in_this_process(tmp_path: Path) -> None:
     async with SqliteEventStore(tmp_path / "state.db", writer="thread") as store:
-        assert not isinstance(store._link, HandoverLink)
         session = header()
         await store.create(session)
+        assert isinstance(store._link, ThreadLink)
         await store.append(session.id, [turn(0)])
         assert [r.seq for r in await store.read(session.id, tenant="default")] == [0]
 
@@ -169,10 +169,10 @@ async def test_with_the_fork_server_running_a_new_store_writes_from_its_process_
         await first.create(header())  # starts this process's fork server, if nothing did
         await handed_over(first)
     async with SqliteEventStore(tmp_path / "second.db") as second:
-        link = second._link
-        assert isinstance(link, HandoverLink)
         session = header()
         await second.create(session)  # waits for the writer process, not for the thread
+        link = second._link
+        assert isinstance(link, HandoverLink)
         assert link.handed_over.is_set()
         assert link._thread._writer.commits == 0
         await second.append(session.id, [turn(0)])

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -47,7 +47,6 @@ from ._events import (
     encode_header,
 )
 from ._migrations import folded_summary, open_database
-from ._sqlite_link import HandoverLink, ThreadLink, WriterLink
 from ._sqlite_wire import (
     AcquireLease,
     AppendRows,
@@ -65,6 +64,9 @@ from ._sqlite_wire import (
 )
 from ._store import Lease, WriteDone
 from ._summaries import CatalogEntry, MemberSummary, SessionSummary, decode_members, decode_summary
+
+if TYPE_CHECKING:
+    from ._sqlite_link import WriterLink
 
 __all__ = ["SqliteEventStore", "Writer", "default_store_path", "parse_store_url"]
 
@@ -205,6 +207,7 @@ class SqliteEventStore(AsyncResource):
         self._writer_kind: Writer = writer
         self._loop: asyncio.AbstractEventLoop | None = None
         self._link: WriterLink | None = None
+        self._wconn: sqlite3.Connection | None = None  # the writer's, until a link takes it
         self._outbox: list[WriteItem] = []  # this iteration's writes, not yet sent
         self._outbox_waiters: list[_Waiter] = []
         self._outbox_size = 0
@@ -229,15 +232,35 @@ class SqliteEventStore(AsyncResource):
     reentrant = True
 
     async def _open(self) -> None:
-        wconn, self._rconn = await asyncio.to_thread(
+        self._wconn, self._rconn = await asyncio.to_thread(
             open_database, self.path, synchronous=self._synchronous
         )
-        self._loop = loop = asyncio.get_running_loop()
+        self._loop = asyncio.get_running_loop()
+
+    def _writer_link(self) -> WriterLink:
+        """The link to the writer, made with the first write.
+
+        A store that only reads has none and does not import it (startup time of `subagents
+        sessions` and `tree`).
+        """
+        if self._link is not None:
+            return self._link
+        assert self._loop is not None
+        assert self._wconn is not None
+        wconn, self._wconn = self._wconn, None
         if self._writer_kind == "thread":
+            from ._sqlite_link import ThreadLink
+
             self._link = ThreadLink(
-                wconn, self.path, batch_max=self._batch_max, on_written=self._written, loop=loop
+                wconn,
+                self.path,
+                batch_max=self._batch_max,
+                on_written=self._written,
+                loop=self._loop,
             )
-            return
+            return self._link
+        from ._sqlite_link import HandoverLink
+
         self._link = HandoverLink(
             wconn,
             self.path,
@@ -245,8 +268,9 @@ class SqliteEventStore(AsyncResource):
             batch_max=self._batch_max,
             on_written=self._written,
             on_broken=self._break,
-            loop=loop,
+            loop=self._loop,
         )
+        return self._link
 
     def start_writer(self) -> None:
         """Start the writer now rather than with the first write (a runtime does as it opens).
@@ -255,14 +279,16 @@ class SqliteEventStore(AsyncResource):
         wait for it: a busy event loop takes its turns slowly, and its start takes a few.
         """
         self._check_open()
-        if self._link is not None:
-            self._link.start()
+        self._writer_link().start()
 
     async def _close(self) -> None:
         """Drain pending appends, stop the writer and close the connections."""
         if self._link is not None:
             self._send()
             await self._link.aclose()
+        if self._wconn is not None:  # never written through: no link took it
+            wconn, self._wconn = self._wconn, None
+            await asyncio.to_thread(wconn.close)
         await asyncio.to_thread(self._close_reader)  # runs to the end even if we are cancelled
 
     def _close_reader(self) -> None:
@@ -314,9 +340,8 @@ class SqliteEventStore(AsyncResource):
         self._outbox_waiters = []
         self._outbox_size = 0
         self._shared = None
-        assert self._link is not None
         try:
-            self._link.send(batch)
+            self._writer_link().send(batch)
         except StoreError as exc:
             self._break(exc)
 

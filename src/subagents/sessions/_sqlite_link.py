@@ -524,7 +524,7 @@ class _ForkServer:
             return self._control
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = (
-            f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
+            f"import sys; sys.path.insert(0, {_package_parent()!r}); "
             "from subagents.sessions._sqlite_process import main; main()"
         )
         try:
@@ -558,6 +558,13 @@ class _ForkServer:
                 del process
 
 
-_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
-"""The directory holding this copy of the `subagents` package."""
+def _package_parent() -> str:
+    """The directory holding this copy of the `subagents` package.
+
+    It touches the disk, so it is called as the fork server starts (off the loop), not when
+    the module is imported (which may be on the loop: the first write imports it).
+    """
+    return str(Path(__file__).resolve().parents[2])
+
+
 _FORKS = _ForkServer()
