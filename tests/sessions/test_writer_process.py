@@ -255,3 +255,56 @@ async def test_a_runtime_starts_its_stores_writer_as_it_opens(tmp_path: Path) ->
         pid = await handed_over(store)  # nothing ran: the runtime's open started it
     async with asyncio.timeout(30):
         await exited(pid)
+
+
+async def test_a_writer_ready_while_the_thread_drains_to_close_lets_both_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cold fork server (a fresh one, not yet started): the thread writes while the process
+    # starts, and the store closes before the process is ready. Its `Ready` then comes while
+    # the thread drains with its stop queued; the process must not take that stop from the
+    # thread's queue (the thread would never end, nor the close).
+    import threading
+
+    from subagents.sessions import _sqlite_link
+    from subagents.sessions._sqlite_wire import WriteBatch, WrittenBatch
+
+    monkeypatch.setattr(_sqlite_link, "_FORKS", _sqlite_link._ForkServer())
+    db = tmp_path / "state.db"
+    store = SqliteEventStore(db)
+    await store.__aenter__()
+    store.start_writer()
+    link = store._link
+    assert isinstance(link, HandoverLink)
+    writing, go = threading.Event(), threading.Event()
+    real_write = link._thread._writer.write
+
+    def held_write(batches: list[WriteBatch]) -> list[WrittenBatch]:
+        writing.set()
+        go.wait()
+        return real_write(batches)
+
+    link._thread._writer.write = held_write
+    ready_while_closing: list[bool] = []
+    on_ready = link.process._on_ready
+    assert on_ready is not None
+
+    def ready() -> None:
+        ready_while_closing.append(link._closing)
+        on_ready()
+
+    link.process._on_ready = ready
+    session = header()
+    created = store.create(session)  # to the thread: the process is not ready
+    await asyncio.to_thread(writing.wait)
+    async with asyncio.timeout(60), asyncio.TaskGroup() as tasks:
+        tasks.create_task(store.aclose())
+        await link.process._settled.wait()  # ready (or it never will be: the case fails)
+        go.set()  # the thread writes its batch, then takes its stop
+    await created
+    assert ready_while_closing == [True]
+    assert link.process.pid is not None
+    async with asyncio.timeout(30):
+        await exited(link.process.pid)
+    async with SqliteEventStore(db) as reopened:
+        assert (await reopened.get_header(session.id, tenant="default")).id == session.id

@@ -432,6 +432,7 @@ class HandoverLink:
         )
         self._to_process = False
         self._started = False
+        self._closing = False
         self.handed_over = asyncio.Event()
         """Set once the process writes every batch sent from then on (and the thread none)."""
 
@@ -461,6 +462,11 @@ class HandoverLink:
             self._release()  # the thread has answered all it had: the process goes on
 
     def _process_ready(self) -> None:
+        if self._closing and not self._to_process:
+            # Ready while the thread drains what it has (its stop is queued): the thread
+            # writes it all, and the process, sent nothing, only needs to be let go to stop.
+            self.process.release()
+            return
         self._to_process = True
         # What the thread has not taken yet goes to the process (it is behind them); what it
         # is writing, the process waits for.
@@ -483,6 +489,7 @@ class HandoverLink:
             self._thread.send(batch)
 
     async def aclose(self) -> None:
+        self._closing = True
         await self._thread.aclose()
         await self.process.aclose()
 
