@@ -141,3 +141,14 @@ def test_a_bad_write_window_is_a_config_error(tmp_path: Path, window: float) -> 
     with pytest.raises(ConfigError, match="write_window must be between 0 and 1 second"):
         SqliteEventStore(tmp_path / "state.db", write_window=cast("Any", window))
     assert not (tmp_path / "state.db").exists()
+
+
+async def test_close_sends_the_outbox_of_a_store_that_had_sent_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    told = Told()
+    session = header()
+    async with SqliteEventStore(db, write_window=1.0) as store:
+        store.create(session)  # held for the window: no writer link made yet
+        store.append(session.id, [turn(0)], done=told.done("w"))
+    assert told.outcomes == [("w", None)]
+    assert await asyncio.to_thread(stored_seqs, db, session.id) == [0]

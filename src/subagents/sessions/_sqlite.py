@@ -283,8 +283,8 @@ class SqliteEventStore(AsyncResource):
 
     async def _close(self) -> None:
         """Drain pending appends, stop the writer and close the connections."""
+        self._send()  # writes still in the outbox make the link, if none was made yet
         if self._link is not None:
-            self._send()
             await self._link.aclose()
         if self._wconn is not None:  # never written through: no link took it
             wconn, self._wconn = self._wconn, None

@@ -373,6 +373,16 @@ class ProcessLink:
             self._waiting.clear()
             self._on_broken(error)
 
+    @property
+    def waiting(self) -> bool:
+        """Whether batches wait here to be written to the socket."""
+        return bool(self._waiting)
+
+    async def settled(self) -> None:
+        """Wait until it is ready, or never will be (its start gives up by itself)."""
+        if self._start is not None:
+            await self._settled.wait()
+
     async def aclose(self) -> None:
         if self._start is None:
             return  # never started
@@ -489,6 +499,10 @@ class HandoverLink:
             self._thread.send(batch)
 
     async def aclose(self) -> None:
+        if self.process.waiting:
+            # Sent to a writer still starting (its fork server was warm): it writes them once
+            # ready, or the thread takes them back (`_process_unavailable`) before it stops.
+            await self.process.settled()
         self._closing = True
         await self._thread.aclose()
         await self.process.aclose()
