@@ -141,6 +141,7 @@ async def test_an_older_store_without_its_newer_table_is_migrated(tmp_path: Path
         "DROP TABLE commands",
         "DROP TABLE summaries",
         "DROP TABLE catalog",
+        "DROP TABLE listing",
         "DELETE FROM schema_migrations WHERE version >= 2",
     )
     async with SqliteEventStore(path) as store:

@@ -194,15 +194,15 @@ def test_migrations_upgrade_an_older_store_and_roll_back_a_failed_step(tmp_path:
 
     newer = (
         *MIGRATIONS,
-        Migration(6, "add notes", "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);"),
-        Migration(7, "add note authors", add_column),
+        Migration(7, "add notes", "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);"),
+        Migration(8, "add note authors", add_column),
     )
-    broken = (*newer, Migration(8, "broken", "CREATE TABLE half (a);\nNOT SQL;"))
+    broken = (*newer, Migration(9, "broken", "CREATE TABLE half (a);\nNOT SQL;"))
     with contextlib.closing(sqlite3.connect(tmp_path / "s.db", isolation_level=None)) as conn:
         assert apply_migrations(conn, migrations=MIGRATIONS[:1]) == [1]  # an older build's store
-        assert apply_migrations(conn) == [2, 3, 4, 5]  # this build upgrades it
+        assert apply_migrations(conn) == [2, 3, 4, 5, 6]  # this build upgrades it
         assert apply_migrations(conn) == []
-        assert apply_migrations(conn, migrations=newer) == [6, 7]
+        assert apply_migrations(conn, migrations=newer) == [7, 8]
         conn.execute("INSERT INTO notes (body, author) VALUES ('hi', 'me')")
         with pytest.raises(sqlite3.OperationalError):
             apply_migrations(conn, migrations=broken)
@@ -215,6 +215,7 @@ def test_migrations_upgrade_an_older_store_and_roll_back_a_failed_step(tmp_path:
             ("create commands; leases get a control address",),
             ("create summaries and catalog, rebuilt from the logs",),
             ("summaries carry each member's header and catalog entry",),
+            ("create listing, filled from the summaries",),
             ("add notes",),
             ("add note authors",),
         ]
@@ -224,15 +225,15 @@ async def test_a_store_from_a_newer_build_is_refused_untouched(db: Path) -> None
     async with SqliteEventStore(db) as store:
         await store.create(header())
     await asyncio.to_thread(
-        execute, db, "INSERT INTO schema_migrations VALUES (6, 'from the future', 0)"
+        execute, db, "INSERT INTO schema_migrations VALUES (7, 'from the future', 0)"
     )
     before = await asyncio.to_thread(db.read_bytes)
     with pytest.raises(SchemaVersionError) as caught:
         async with SqliteEventStore(db):
             pass
     assert caught.value.code == ErrorCode.SCHEMA_VERSION
-    assert "schema version 6" in caught.value.message
-    assert "supports schema versions [1, 2, 3, 4, 5]; upgrade subagents" in caught.value.message
+    assert "schema version 7" in caught.value.message
+    assert "supports schema versions [1, 2, 3, 4, 5, 6]; upgrade subagents" in caught.value.message
     assert await asyncio.to_thread(db.read_bytes) == before
 
 
@@ -240,8 +241,8 @@ async def test_a_new_file_with_a_future_schema_gets_no_tables(db: Path) -> None:
     await asyncio.to_thread(
         execute, db, "CREATE TABLE schema_migrations (version INTEGER, name TEXT, applied_at REAL)"
     )
-    await asyncio.to_thread(execute, db, "INSERT INTO schema_migrations VALUES (7, 'x', 0)")
-    with pytest.raises(SchemaVersionError, match=r"schema version 7.*\[1, 2, 3, 4, 5\]"):
+    await asyncio.to_thread(execute, db, "INSERT INTO schema_migrations VALUES (8, 'x', 0)")
+    with pytest.raises(SchemaVersionError, match=r"schema version 8.*\[1, 2, 3, 4, 5, 6\]"):
         async with SqliteEventStore(db):
             pass
     tables = await asyncio.to_thread(query, db, "SELECT name FROM sqlite_master")

@@ -1,10 +1,10 @@
 """The store's summaries and catalog agree with a fold of the logs, whatever was written.
 
-`tree_members` is what `subagents tree` and `list_agents` read instead of every member's log;
-these tests hold it to the truth (`summaries_from_logs` over the logs as read back) after
-random writes in random batches, across a reopen, with a second process's store writing the
-same session, after a migration from a store that had no summaries, and with a summary row
-missing.
+`tree_members` is what `list_agents` reads instead of every member's log, and `tree_listing`
+(the SQLite store's listing rows) what `subagents tree` reads; these tests hold both to the
+truth (`summaries_from_logs` over the logs as read back) after random writes in random batches,
+across a reopen, with a second process's store writing the same session, after a migration from
+a store that had no summaries, and with a summary or listing row missing or damaged.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -27,6 +28,7 @@ from subagents.sessions import (
     EventRecord,
     EventStore,
     InMemoryEventStore,
+    ListingRow,
     MemberSummary,
     ModelErrorEvent,
     SessionEvent,
@@ -38,8 +40,9 @@ from subagents.sessions import (
     ToolResultEvent,
     TurnEnd,
     TurnStart,
+    listing_row,
 )
-from subagents.sessions._migrations import fill_members
+from subagents.sessions._migrations import fill_members, refresh_listing
 from subagents.sessions._sqlite import _SUMMARIES_OF
 from subagents.sessions._summaries import summaries_from_logs
 
@@ -184,9 +187,28 @@ async def _members(store: EventStore, tree: Tree) -> dict[SessionId, MemberSumma
     return members
 
 
+def _stored_listing(path: Path, root: SessionId) -> dict[SessionId, ListingRow]:
+    """The listing rows the SQLite store keeps for `root`'s tree, as written (no fallback)."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT session_id, row FROM listing WHERE root = ?", (root,))
+        return {key: msgspec.json.decode(row, type=ListingRow) for key, row in rows}
+
+
+async def _kept(path: Path, store: EventStore, tree: Tree) -> None:
+    """The listing rows as written agree with the truth: `subagents tree` reads them as they are."""
+    truth = await _truth(store, tree)
+    kept = await asyncio.to_thread(_stored_listing, path, tree.headers[0].id)
+    assert kept == {m.header.id: listing_row(m) for m in truth}
+
+
 async def _agree(store: EventStore, tree: Tree) -> None:
     truth = await _truth(store, tree)
     assert await _members(store, tree) == {m.header.id: m for m in truth}
+    rows = {m.header.id: listing_row(m) for m in truth}
+    listing = await store.tree_listing(tree.headers[0].id, tenant="default")
+    assert {row.id: row for row in listing} == rows
+    assert len(listing) == len(rows)
+    assert await store.tree_listing(tree.headers[0].id, tenant="another") == []
     ids = [h.id for h in tree.headers]
     # Chosen sessions: in any order, repeated, with an unknown id that is left out.
     chosen = [*reversed(ids), SessionId("no-such-session"), ids[0]]
@@ -210,11 +232,13 @@ def test_summaries_equal_a_fold_of_the_logs(first: Plan, second: Plan) -> None:
             memory_tree.headers, memory_tree.next = tree.headers, dict.fromkeys(tree.next, 0)
             await _write(mem, memory_tree, first)
             await _agree(store, tree)
+            await _kept(path, store, tree)
             await _agree(mem, memory_tree)
             assert await _members(store, tree) == await _members(mem, memory_tree)
         async with SqliteEventStore(path) as reopened:  # a new process: nothing cached
             await _write(reopened, tree, second)
             await _agree(reopened, tree)
+            await _kept(path, reopened, tree)
 
     with tempfile.TemporaryDirectory() as scratch:
         asyncio.run(scenario(Path(scratch) / "s.db"))
@@ -234,6 +258,7 @@ async def test_another_process_writing_the_same_session_keeps_them_true(tmp_path
         await _write(mine, tree, [(kid, [TurnEnd(turn=1, reason="completed")])])
         await _agree(mine, tree)
         await _agree(theirs, tree)
+        await _kept(path, mine, tree)
         summary = (await _members(mine, tree))[tree.headers[kid].id].summary
         assert summary.usage.usage == Usage(13, 5)
         assert summary.usage.model_calls == 2
@@ -257,6 +282,7 @@ OLDER_STORES = [
         (
             "DROP TABLE summaries",
             "DROP TABLE catalog",
+            "DROP TABLE listing",
             "DELETE FROM schema_migrations WHERE version >= 4",
         ),
         id="v3",
@@ -265,9 +291,13 @@ OLDER_STORES = [
         (
             "ALTER TABLE summaries DROP COLUMN header",
             "ALTER TABLE summaries DROP COLUMN entry",
+            "DROP TABLE listing",
             "DELETE FROM schema_migrations WHERE version >= 5",
         ),
         id="v4",
+    ),
+    pytest.param(
+        ("DROP TABLE listing", "DELETE FROM schema_migrations WHERE version >= 6"), id="v5"
     ),
 ]
 
@@ -292,6 +322,7 @@ async def test_an_older_store_gets_its_summaries_from_its_logs(
     async with SqliteEventStore(path) as migrated:
         assert await _members(migrated, tree) == expected
         await _agree(migrated, tree)
+        await _kept(path, migrated, tree)
     by_id = expected
     assert by_id[tree.headers[1].id].summary.limits == (100, None, 2)
     assert by_id[tree.headers[1].id].summary.status.waiting == ("c2",)
@@ -363,6 +394,7 @@ async def test_a_missing_summary_is_folded_from_the_log(tmp_path: Path) -> None:
         await _agree(store, tree)  # read: folded from the log
         await _write(store, tree, [(2, [TurnEnd(turn=1, reason="completed")])])
         await _agree(store, tree)  # written: rebuilt from the log, the new records included
+        await _kept(path, store, tree)
         members = await _members(store, tree)
         assert members[lost].summary.usage.usage == Usage(7, 7)
         assert members[lost].summary.status.status == "idle"
@@ -422,3 +454,57 @@ async def test_filling_members_looks_each_one_up_by_its_key(tmp_path: Path, rows
         plan = [row[3] for row in conn.execute(sql, ("root", "id") * rows)]
     assert "SEARCH summaries USING PRIMARY KEY (root=? AND session_id=?)" in plan, plan
     assert not [step for step in plan if step.startswith("SCAN summaries")], plan
+
+
+@pytest.mark.parametrize("rows", [1, 2, 100])
+async def test_refreshing_listing_rows_looks_each_member_up_by_its_key(
+    tmp_path: Path, rows: int
+) -> None:
+    # Not timed: the plan SQLite chooses. It runs on every commit; a scan would read every
+    # member of the store each time.
+    async with SqliteEventStore(tmp_path / "s.db") as store:
+        store.create(SessionHeader(id=new_session_id(), tenant="default", created_at=1.0, cwd="/"))
+        await store.flush()
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        sql = f"EXPLAIN QUERY PLAN {refresh_listing(rows)}"
+        plan = [row[3] for row in conn.execute(sql, ("root", "id") * rows)]
+    assert "SEARCH summaries USING PRIMARY KEY (root=? AND session_id=?)" in plan, plan
+    assert not [step for step in plan if step.startswith("SCAN summaries")], plan
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param("DELETE FROM listing WHERE session_id = '{kid}'", id="row"),
+        pytest.param("UPDATE listing SET row = '[1, 2]' WHERE session_id = '{kid}'", id="shape"),
+        pytest.param("UPDATE listing SET row = x'00ff' WHERE session_id = '{kid}'", id="blob"),
+        pytest.param(
+            "UPDATE listing SET row = (SELECT row FROM listing WHERE session_id = '{root}') "
+            "WHERE session_id = '{kid}'",
+            id="a-sibling's-row",
+        ),
+        pytest.param(
+            "UPDATE listing SET tenant = 'another' WHERE session_id = '{kid}'",
+            id="another-tenant",
+        ),
+    ],
+)
+async def test_a_damaged_listing_row_is_listed_from_the_members(
+    tmp_path: Path, damage: str
+) -> None:
+    """A listing the store cannot trust whole (a row missing, undecodable, another member's)
+    is not printed: the tree is listed from its members instead."""
+    tree = Tree()
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        for h in tree.headers:
+            store.create(h)
+        await _write(store, tree, [(0, ["catalog", "catalog"]), (1, [TurnStart(turn=1)])])
+        expected = await store.tree_listing(tree.headers[0].id, tenant="default")
+    kid, root = tree.headers[1].id, tree.headers[0].id
+    assert len(expected) == len(tree.headers)
+    await asyncio.to_thread(_execute, path, damage.format(kid=kid, root=root))
+    async with SqliteEventStore(path) as store:
+        listed = await store.tree_listing(root, tenant="default")
+        assert sorted(listed, key=lambda r: r.id) == sorted(expected, key=lambda r: r.id)
+        await _agree(store, tree)

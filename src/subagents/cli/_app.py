@@ -563,7 +563,7 @@ def tree(
         return
     # Startup time: see the module's docstring.
     from ..core import is_held
-    from ..delegation import list_tree, tree_json
+    from ..delegation import tree_rows
 
     check_tenant(tenant)
     require_existing_store(store)
@@ -572,7 +572,7 @@ def tree(
         async with open_store(store) as opened:
             header = await resolve_root(opened, tenant, session)
             held = await is_held(opened, header.id, now=time.time())
-            return tree_json(await list_tree(opened, header, held=held))
+            return await tree_rows(opened, header, held=held)
 
     rows = run_async(main)
     typer.echo(dumps(rows) if as_json else render_tree(rows))

@@ -12,9 +12,9 @@ decision is what moves it on (a resume then takes the wait up again).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, Protocol
 
-from ..sessions import StatusView, StopReason
+from ..sessions import StopReason
 
 __all__ = ["Status", "live_status", "settled_status", "stored_status"]
 
@@ -62,20 +62,34 @@ _MEANINGS = {
 
 def settled_status(reason: StopReason | None) -> Status:
     """The status after a turn that ended with `reason` (None: no turn ran yet)."""
-    match reason:
-        case None:
-            return Status.IDLE
-        case "completed":
-            return Status.COMPLETED
-        case "aborted":
-            return Status.ABORTED
-        case "interrupted":  # written only by crash repair
-            return Status.CUT_OFF
-        case _:
-            return Status.FAILED
+    return _SETTLED.get(reason, Status.FAILED)
 
 
-def stored_status(view: StatusView, *, held: bool, continuable: bool = False) -> Status:
+# A dict, not a `match`: a listing asks this of every member (10,000 in a big tree).
+_SETTLED: dict[StopReason | None, Status] = {
+    None: Status.IDLE,
+    "completed": Status.COMPLETED,
+    "aborted": Status.ABORTED,
+    "interrupted": Status.CUT_OFF,  # written only by crash repair
+}
+
+
+class StoredFacts(Protocol):
+    """What a stored status is told from: a `StatusView`, or a `ListingRow` (`waiting` a count)."""
+
+    @property
+    def status(self) -> Literal["idle", "running"]: ...
+
+    @property
+    def last_stop(self) -> StopReason | None: ...
+
+    @property
+    def waiting(self) -> tuple[str, ...] | int:
+        """What its open turn waits for: none when falsy."""
+        ...
+
+
+def stored_status(view: StoredFacts, *, held: bool, continuable: bool = False) -> Status:
     """The status of a stored session, from its log's `StatusProjection`.
 
     An open turn is `running` only while a live process holds the tree (`held`); otherwise that
@@ -86,8 +100,8 @@ def stored_status(view: StatusView, *, held: bool, continuable: bool = False) ->
         if view.waiting:
             return Status.WAITING
         return Status.RUNNING if held else Status.CRASHED
-    status = settled_status(view.last_stop)
-    if continuable and status in (Status.COMPLETED, Status.IDLE):
+    status = _SETTLED.get(view.last_stop, Status.FAILED)
+    if continuable and (status is Status.COMPLETED or status is Status.IDLE):
         return Status.READY
     return status
 

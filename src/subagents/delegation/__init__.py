@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         load_tree as load_tree,
         refuse_one_shot as refuse_one_shot,
         tree_json as tree_json,
+        tree_rows as tree_rows,
     )
     from ._tree_view import (
         MemberRow as MemberRow,
@@ -122,6 +123,7 @@ __all__ = [
     "resolve_tools",
     "stored_request",
     "tree_json",
+    "tree_rows",
 ]
 
 # The module of each name (the imports above say the same for pyright).
@@ -166,6 +168,7 @@ _SOURCES = {
         "load_tree",
         "refuse_one_shot",
         "tree_json",
+        "tree_rows",
     ),
     "._tree_view": ("MemberRow", "TreeView", "WatchedTree", "duration"),
 }

@@ -92,8 +92,10 @@ if TYPE_CHECKING:
     from ._store import EventStore as EventStore, Lease as Lease, WriteDone as WriteDone
     from ._summaries import (
         CatalogEntry as CatalogEntry,
+        ListingRow as ListingRow,
         MemberSummary as MemberSummary,
         SessionSummary as SessionSummary,
+        listing_row as listing_row,
     )
 
 __all__ = [
@@ -117,6 +119,7 @@ __all__ = [
     "InboxTarget",
     "KnownOutcome",
     "Lease",
+    "ListingRow",
     "MAX_CALL_ID",
     "MAX_COMMAND_TEXT",
     "MAX_DECIDER",
@@ -168,6 +171,7 @@ __all__ = [
     "fold",
     "has_open_turn",
     "interrupted_turn_closers",
+    "listing_row",
     "parse_command",
     "parse_store_url",
     "waiting_step",
@@ -247,6 +251,12 @@ _SOURCES = {
     "._session": ("Session",),
     "._sqlite": ("SqliteEventStore", "default_store_path", "parse_store_url"),
     "._store": ("EventStore", "Lease", "WriteDone"),
-    "._summaries": ("CatalogEntry", "MemberSummary", "SessionSummary"),
+    "._summaries": (
+        "CatalogEntry",
+        "ListingRow",
+        "MemberSummary",
+        "SessionSummary",
+        "listing_row",
+    ),
 }
 __getattr__, __dir__ = lazy_names(__name__, globals(), _SOURCES)

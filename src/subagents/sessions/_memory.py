@@ -12,7 +12,13 @@ from ..ids import SessionId
 from ._commands import CommandRow, CommandState
 from ._events import EventRecord, SessionHeader, decode_event, encode_event
 from ._store import Lease, WriteDone
-from ._summaries import MemberSummary, SessionSummary, summaries_from_logs
+from ._summaries import (
+    ListingRow,
+    MemberSummary,
+    SessionSummary,
+    listing_row,
+    summaries_from_logs,
+)
 
 __all__ = ["InMemoryEventStore"]
 
@@ -155,6 +161,10 @@ class InMemoryEventStore(AsyncResource):
         self._check_open()
         headers = [h for h in self._headers.values() if h.tenant == tenant and h.root_id == root]
         return summaries_from_logs(headers, self._logs)
+
+    async def tree_listing(self, root: SessionId, *, tenant: str) -> list[ListingRow]:
+        """`tree_members`, each as a listing row."""
+        return [listing_row(m) for m in await self.tree_members(root, tenant=tenant)]
 
     async def summaries(
         self, session_ids: Sequence[SessionId], *, tenant: str

@@ -43,13 +43,14 @@ __all__ = [
     "open_database",
     "open_writer",
     "rebuild_summary",
+    "refresh_listing",
     "stored_schema_version",
     "upsert_catalog",
     "upsert_summary",
     "values",
 ]
 
-CURRENT_SCHEMA_VERSION: Final = 5
+CURRENT_SCHEMA_VERSION: Final = 6
 SCHEMA_VERSION_SUMMARIES: Final[dict[int, str]] = {
     1: "sessions (header beside tenant, parent, root, created_at) and events keyed by "
     "(session_id, seq), without rowid",
@@ -59,6 +60,7 @@ SCHEMA_VERSION_SUMMARIES: Final[dict[int, str]] = {
     "by its creator), kept with the events so a tree is listed without reading its logs",
     5: "each summary carries its session's header and its creator's catalog entry, so a tree "
     "is listed in one read",
+    6: "listing: each member's flat row as `subagents tree` shows it, kept with its summary",
 }
 """One line per schema version: what that version added."""
 
@@ -140,6 +142,55 @@ def fill_members(rows: int = 1) -> str:
         f"WITH wanted (root, session_id) AS (VALUES {values(2, rows)}) "
         f"UPDATE summaries SET {_MEMBER_COLUMNS} FROM wanted "
         "WHERE summaries.root = wanted.root AND summaries.session_id = wanted.session_id"
+    )
+
+
+_LISTING_TABLE: Final = """
+CREATE TABLE listing (
+    root TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    row BLOB NOT NULL,
+    PRIMARY KEY (root, session_id)
+) WITHOUT ROWID
+"""
+# A `ListingRow` (its fields in order) taken out of a summaries row's JSON: `h` is its header,
+# `s` its summary (`[status, usage, limits, seed_length]`), as text (a BLOB would be JSONB to a
+# newer SQLite). `->` keeps a number's text, so `created_at` loses no digits; a missing field
+# reads as the default the decoder would give it. `tests/sessions/test_summaries.py` holds these
+# rows to `listing_row` after random writes.
+_LISTING_ROW: Final = (
+    "json_array(m.session_id, m.h ->> '$.parent', json(m.h -> '$.created_at'), "
+    "coalesce(m.h ->> '$.depth', 0), json(coalesce(m.entry, 'null')), "
+    "coalesce(m.s ->> '$[0].status', 'idle'), m.s ->> '$[0].last_stop', "
+    "coalesce(json_array_length(m.s, '$[0].waiting'), 0), "
+    "coalesce(m.s ->> '$[1].usage.input_tokens', 0), "
+    "coalesce(m.s ->> '$[1].usage.output_tokens', 0), "
+    "coalesce(m.s ->> '$[1].model_calls', 0), json(m.s -> '$[2]'))"
+)
+_LISTED: Final = (
+    "(SELECT root, session_id, entry, CAST(header AS TEXT) AS h, CAST(summary AS TEXT) AS s "
+    "FROM summaries) m"
+)
+_UPSERT_LISTING: Final = (
+    "INSERT INTO listing (root, session_id, tenant, row) "
+    f"SELECT m.root, m.session_id, m.h ->> '$.tenant', {_LISTING_ROW} FROM "
+)
+_LISTING_CONFLICT: Final = (
+    " ON CONFLICT (root, session_id) DO UPDATE SET tenant = excluded.tenant, row = excluded.row"
+)
+
+
+def refresh_listing(rows: int = 1) -> str:
+    """Rewrite the listing rows of `rows` (root, session id) pairs from their summaries rows.
+
+    Run after the summaries and their fills in the same transaction. A summaries row without
+    its header yet gets no listing row: a listing that misses a member reads the slow way.
+    """
+    return (
+        f"WITH wanted (root, session_id) AS (VALUES {values(2, rows)}) {_UPSERT_LISTING}"
+        f"wanted w JOIN {_LISTED} ON m.root = w.root AND m.session_id = w.session_id "
+        f"WHERE m.h IS NOT NULL{_LISTING_CONFLICT}"
     )
 
 
@@ -274,6 +325,14 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         ALTER TABLE summaries ADD COLUMN header BLOB;
         ALTER TABLE summaries ADD COLUMN entry TEXT;
         UPDATE summaries SET {_MEMBER_COLUMNS};
+        """,
+    ),
+    Migration(
+        6,
+        "create listing, filled from the summaries",
+        f"""
+        {_LISTING_TABLE};
+        {_UPSERT_LISTING}{_LISTED} WHERE m.h IS NOT NULL{_LISTING_CONFLICT};
         """,
     ),
 )

@@ -30,7 +30,14 @@ from ..errors import (
 )
 from ..ids import SessionId
 from ._events import EventRecord, decode_event
-from ._migrations import fill_members, rebuild_summary, upsert_catalog, upsert_summary, values
+from ._migrations import (
+    fill_members,
+    rebuild_summary,
+    refresh_listing,
+    upsert_catalog,
+    upsert_summary,
+    values,
+)
 from ._sqlite_wire import (
     AcquireLease,
     AppendRows,
@@ -364,17 +371,20 @@ class TransactionWriter:
                 gathered.fills[root, entry[0]] = None
 
     def _write_gathered(self) -> None:
-        """Write what was gathered: a few statements per table, the summaries' fills last."""
+        """Write what was gathered: a few statements per table, then the listing rows."""
         gathered = self._gathered
         write = self._write_rows
         write(_insert_sessions, 6, gathered.sessions)
         write(_insert_events, 6, gathered.events)
         write(upsert_catalog, 7, gathered.catalog)
+        listed = gathered.fills  # then the members whose summary changed
         if gathered.summaries:
             summary = self._summary
             rows = [(summary[s][0], s, encode_summary(summary[s][1])) for s in gathered.summaries]
             write(upsert_summary, 3, rows)
+            listed = {**listed, **{(root, s): None for root, s, _ in rows}}
         write(fill_members, 2, list(gathered.fills))
+        write(refresh_listing, 2, list(listed))
         self._gathered = _Gathered()  # kept until written: a collision's culprit is among them
 
     def _write_rows(

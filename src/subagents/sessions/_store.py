@@ -11,7 +11,7 @@ from typing import Protocol, Self
 from ..ids import SessionId
 from ._commands import CommandRow, CommandState
 from ._events import EventRecord, SessionHeader
-from ._summaries import MemberSummary, SessionSummary
+from ._summaries import ListingRow, MemberSummary, SessionSummary
 
 __all__ = ["EventStore", "Lease", "WriteDone"]
 
@@ -138,6 +138,10 @@ class EventStore(Protocol):
 
     async def tree_members(self, root: SessionId, *, tenant: str) -> list[MemberSummary]:
         """Every session of `root`'s tree (in no set order) with its summary and catalog entry."""
+        ...
+
+    async def tree_listing(self, root: SessionId, *, tenant: str) -> list[ListingRow]:
+        """`tree_members` as `listing_row` gives each: what `subagents tree` shows of them."""
         ...
 
     async def summaries(

@@ -27,6 +27,7 @@ from ._events import (
     EventRecord,
     ModelErrorEvent,
     SessionHeader,
+    StopReason,
     SubagentCatalog,
     SubagentDescriptor,
     ToolResultEvent,
@@ -40,12 +41,15 @@ __all__ = [
     "CatalogEntry",
     "CatalogRow",
     "Limits",
+    "ListingRow",
     "MemberSummary",
     "SessionSummary",
     "catalog_row",
+    "decode_listing",
     "decode_members",
     "decode_summary",
     "encode_summary",
+    "listing_row",
     "summarize",
     "summaries_from_logs",
 ]
@@ -143,6 +147,75 @@ class MemberSummary(msgspec.Struct, frozen=True, array_like=True, gc=False):
     summary: SessionSummary
     entry: CatalogEntry | None
     """None for the root, and for a child its parent recorded no entry for."""
+
+    # What ordering a tree needs, named as `ListingRow` names it.
+    @property
+    def id(self) -> SessionId:
+        return self.header.id
+
+    @property
+    def parent(self) -> SessionId | None:
+        return self.header.parent
+
+    @property
+    def created_at(self) -> float:
+        return self.header.created_at
+
+
+class ListingRow(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """One member of a tree as `subagents tree` shows it, and nothing more: a flat row.
+
+    `MemberSummary` carries a member's whole header and summary (some 560 bytes of JSON); a
+    listing of 10,000 members spent most of its time reading and decoding what it then threw
+    away. The SQLite store keeps this row beside the summary, in the same transaction
+    (`_migrations.refresh_listing`: the same fields, taken out of the stored JSON by SQL), and
+    `listing_row` is its definition, which the tests hold the stored rows to.
+    """
+
+    id: SessionId
+    parent: SessionId | None
+    created_at: float
+    depth: int
+    entry: CatalogEntry | None
+    status: Literal["idle", "running"]
+    last_stop: StopReason | None
+    waiting: int
+    """How many of its open turn's tool calls wait for an approval decision."""
+    input_tokens: int
+    output_tokens: int
+    model_calls: int
+    limits: Limits | None
+
+
+def listing_row(member: MemberSummary) -> ListingRow:
+    """What a listing shows of `member`."""
+    header, summary = member.header, member.summary
+    status, usage = summary.status, summary.usage
+    return ListingRow(
+        header.id,
+        header.parent,
+        header.created_at,
+        header.depth,
+        member.entry,
+        status.status,
+        status.last_stop,
+        len(status.waiting),
+        usage.usage.input_tokens,
+        usage.usage.output_tokens,
+        usage.model_calls,
+        summary.limits,
+    )
+
+
+_listing_decoder = msgspec.json.Decoder(list[ListingRow])
+
+
+def decode_listing(text: bytes) -> list[ListingRow] | None:
+    """A JSON array of stored listing rows in one decode; None when it does not decode."""
+    try:
+        return _listing_decoder.decode(text)
+    except msgspec.DecodeError:
+        return None
 
 
 _members_decoder = msgspec.json.Decoder(list[MemberSummary])
