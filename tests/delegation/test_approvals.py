@@ -26,8 +26,9 @@ from subagents import DelegationOptions, RunResult, Runtime
 from subagents._clock import FakeClock, GatedClock
 from subagents.core import ApprovalWaiting, Status
 from subagents.definitions import parse_definition
-from subagents.delegation._tree import TreeMember, tree_json
+from subagents.delegation._tree import TreeMember, tree_json, tree_rows
 from subagents.errors import ErrorCode, SubagentsError
+from subagents.ids import SessionId
 from subagents.sessions import (
     ApprovalDecided,
     ApprovalPolicySet,
@@ -187,6 +188,9 @@ async def test_a_gated_grandchild_call_waits_listed_and_runs_once_when_approved(
             "a": (0, 1),
             "a/b": (1, 0),
         }
+        # `subagents tree` reads the store's listing rows: the same rows, rolled up alike.
+        header = await rt.store.get_header(SessionId(root), tenant="default")
+        assert await tree_rows(rt.store, header) == list(rows.values())
 
         decided = await rt.approve(root, "a/b", request.call_id, by="cli:alice")
         assert decided == {

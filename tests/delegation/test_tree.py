@@ -20,7 +20,7 @@ import pytest
 from delegation_support import Lifecycle, make_runtime
 
 from subagents.core._status import Status
-from subagents.delegation._tree import load_tree, tree_json
+from subagents.delegation._tree import load_tree, tree_json, tree_rows
 from subagents.ids import SessionId
 from subagents.sessions import (
     EventRecord,
@@ -268,6 +268,9 @@ async def test_the_status_words_tell_settled_stopped_crashed_and_cut_off_apart(
 
         dead = tree_json(await load_tree(store, root, held=False))
         live = tree_json(await load_tree(store, root, held=True))
+        # `subagents tree` reads the store's listing rows instead: the same rows.
+        assert await tree_rows(store, root, held=False) == dead
+        assert await tree_rows(store, root, held=True) == live
     expected = [("lead", "crashed"), *((name, status) for name, _, _, status in CHILDREN)]
     assert [(r.name, r.status) for r in dead] == expected
     # While a live process holds the tree, an open turn is running, not crashed.

@@ -198,8 +198,7 @@ class AgentRuntime(AsyncResource):
             )
         self._stack.push_async_callback(self.model.aclose)
         self._store = await self._stack.enter_async_context(store)
-        if isinstance(store, SqliteEventStore):
-            store.start_writer()  # a runtime writes: its writer starts while it prepares
+        store.start_writer()  # a runtime writes: its writer starts while it prepares
 
     async def _close(self) -> None:
         """Release every agent (pending input stays in the log), then the store and model."""

@@ -119,6 +119,10 @@ class InMemoryEventStore(AsyncResource):
         lease = self._leases[root] = Lease(root, holder, pid, now, now + ttl, address)
         return lease
 
+    def start_writer(self) -> None:
+        """Nothing to start: its writes are in memory."""
+        self._check_open()
+
     def claim_lease(
         self,
         root: SessionId,

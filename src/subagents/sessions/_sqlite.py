@@ -91,9 +91,11 @@ _TREE_ROWS = (
 _TREE_SIZE = "SELECT count(*) FROM sessions WHERE root = ? AND tenant = ?"
 # The listing rows of a tree as one JSON array. A row that does not start with its own key's id
 # (`["<id>",...`: a damaged file) is left out, and the tree is then read the slow way.
+# With the count of the tree's sessions, which the rows must match, in the same read.
 _TREE_LISTING = (
-    "SELECT CAST('[' || group_concat(row) || ']' AS BLOB) FROM listing "
-    "WHERE root = ? AND tenant = ? AND substr(row, 3, length(session_id)) = session_id"
+    "SELECT CAST('[' || group_concat(row) || ']' AS BLOB), "
+    "(SELECT count(*) FROM sessions WHERE root = ?1 AND tenant = ?2) FROM listing "
+    "WHERE root = ?1 AND tenant = ?2 AND substr(row, 3, length(session_id)) = session_id"
 )
 _TREE_SESSIONS = (
     "SELECT header FROM sessions WHERE root = ? AND tenant = ? ORDER BY created_at, rowid"
@@ -643,8 +645,7 @@ class SqliteEventStore(AsyncResource):
         # The flat rows the writer keeps (a third of the bytes of the members' summaries rows,
         # decoded into one object each). A tree whose rows are not all there (a damaged file,
         # a session created in between) is listed from its members.
-        (text,) = self._query(_TREE_LISTING, (root, tenant), one=True)
-        (size,) = self._query(_TREE_SIZE, (root, tenant), one=True)
+        text, size = self._query(_TREE_LISTING, (root, tenant), one=True)
         rows = None if text is None else decode_listing(text)
         if rows is not None and len(rows) == size:  # each its key's id: no duplicates
             return rows

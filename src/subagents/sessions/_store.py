@@ -111,6 +111,13 @@ class EventStore(Protocol):
         """
         ...
 
+    def start_writer(self) -> None:
+        """Get ready to write now rather than with the first write (a runtime asks as it opens).
+
+        A store with nothing to start (the in-memory one) does nothing.
+        """
+        ...
+
     def claim_lease(
         self,
         root: SessionId,
