@@ -508,3 +508,38 @@ async def test_a_damaged_listing_row_is_listed_from_the_members(
         listed = await store.tree_listing(root, tenant="default")
         assert sorted(listed, key=lambda r: r.id) == sorted(expected, key=lambda r: r.id)
         await _agree(store, tree)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(
+            "UPDATE summaries SET header = 'not json' WHERE session_id = '{kid}'", id="header"
+        ),
+        pytest.param("UPDATE summaries SET entry = '[1,' WHERE session_id = '{kid}'", id="entry"),
+        pytest.param(
+            "UPDATE summaries SET summary = x'00ff' WHERE session_id = '{kid}'", id="summary"
+        ),
+    ],
+)
+@pytest.mark.parametrize("then", ["write", "migrate"])
+async def test_malformed_json_in_a_summaries_row_neither_fails_a_write_nor_a_migration(
+    tmp_path: Path, damage: str, then: str
+) -> None:
+    """The listing row made from a damaged summaries row is one no listing accepts (the tree is
+    listed from its members), and the write or the migration that made it goes through."""
+    tree = Tree()
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        for h in tree.headers:
+            store.create(h)
+        await _write(store, tree, [(0, ["catalog", "catalog"]), (1, [TurnStart(turn=1)])])
+    kid = tree.headers[1].id
+    statements = [damage.format(kid=kid)]
+    if then == "migrate":  # a store of version 5, damaged, opened by this build
+        statements += ["DROP TABLE listing", "DELETE FROM schema_migrations WHERE version >= 6"]
+    await asyncio.to_thread(_execute, path, *statements)
+    async with SqliteEventStore(path) as store:
+        if then == "write":
+            await _write(store, tree, [(1, [_answer(Usage(2, 3))])])
+        await _agree(store, tree)

@@ -159,23 +159,27 @@ CREATE TABLE listing (
 # `s` its summary (`[status, usage, limits, seed_length]`), as text (a BLOB would be JSONB to a
 # newer SQLite). `->` keeps a number's text, so `created_at` loses no digits; a missing field
 # reads as the default the decoder would give it. `tests/sessions/test_summaries.py` holds these
-# rows to `listing_row` after random writes.
+# rows to `listing_row` after random writes. A row whose JSON is malformed (a damaged file)
+# gets `null`, which no listing accepts, rather than failing the transaction that wrote it:
+# its tree is then listed from the members.
 _LISTING_ROW: Final = (
-    "json_array(m.session_id, m.h ->> '$.parent', json(m.h -> '$.created_at'), "
-    "coalesce(m.h ->> '$.depth', 0), json(coalesce(m.entry, 'null')), "
-    "coalesce(m.s ->> '$[0].status', 'idle'), m.s ->> '$[0].last_stop', "
-    "coalesce(json_array_length(m.s, '$[0].waiting'), 0), "
+    "CASE WHEN m.whole THEN json_array(m.session_id, m.h ->> '$.parent', "
+    "json(m.h -> '$.created_at'), coalesce(m.h ->> '$.depth', 0), "
+    "json(coalesce(m.entry, 'null')), coalesce(m.s ->> '$[0].status', 'idle'), "
+    "m.s ->> '$[0].last_stop', coalesce(json_array_length(m.s, '$[0].waiting'), 0), "
     "coalesce(m.s ->> '$[1].usage.input_tokens', 0), "
     "coalesce(m.s ->> '$[1].usage.output_tokens', 0), "
-    "coalesce(m.s ->> '$[1].model_calls', 0), json(m.s -> '$[2]'))"
+    "coalesce(m.s ->> '$[1].model_calls', 0), json(m.s -> '$[2]')) ELSE 'null' END"
 )
 _LISTED: Final = (
+    "(SELECT root, session_id, entry, h, s, "
+    "json_valid(h) AND json_valid(s) AND json_valid(coalesce(entry, 'null')) AS whole FROM "
     "(SELECT root, session_id, entry, CAST(header AS TEXT) AS h, CAST(summary AS TEXT) AS s "
-    "FROM summaries) m"
+    "FROM summaries)) m"
 )
 _UPSERT_LISTING: Final = (
-    "INSERT INTO listing (root, session_id, tenant, row) "
-    f"SELECT m.root, m.session_id, m.h ->> '$.tenant', {_LISTING_ROW} FROM "
+    "INSERT INTO listing (root, session_id, tenant, row) SELECT m.root, m.session_id, "
+    f"coalesce(CASE WHEN m.whole THEN m.h ->> '$.tenant' END, ''), {_LISTING_ROW} FROM "
 )
 _LISTING_CONFLICT: Final = (
     " ON CONFLICT (root, session_id) DO UPDATE SET tenant = excluded.tenant, row = excluded.row"

@@ -20,6 +20,8 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import msgspec
+
 from ..errors import (
     ConcurrencyConflict,
     DuplicateError,
@@ -348,13 +350,18 @@ class TransactionWriter:
         if cached is None:
             self._write_gathered()  # these records included: a fold reads them
             row = self.conn.execute(_KEPT_SUMMARY, (sid,)).fetchone()
-            if row is None:  # none kept (a damaged file): fold the log, these records included
+            kept = None
+            if row is not None:
+                with contextlib.suppress(msgspec.DecodeError):
+                    kept = decode_summary(row[1])
+            if row is None or kept is None:
+                # None kept, or unreadable (a damaged file): fold the log, these records included.
                 cached = rebuild_summary(self.conn, sid)
                 self._summary[sid] = cached
                 self._gathered.fills[cached[0], sid] = None
                 self._catalog(cached[0], sid, records)
                 return
-            cached = (str(row[0]), decode_summary(row[1]))
+            cached = (str(row[0]), kept)
         root, before = cached
         after = summarize(before, records)
         self._summary[sid] = (root, after)
