@@ -1,11 +1,13 @@
-"""The durable `EventStore`: one SQLite file in WAL mode, written by one thread with group commit.
+"""The durable `EventStore`: one SQLite file in WAL mode, written by one writer with group commit.
 
 `append` validates on the caller's thread and adds the write to the loop's outbox; at the end of
-the loop iteration the outbox goes to the writer thread as one batch (one queue item, one
-future), so the many small writes of one step cross threads once. The writer takes every batch
-queued (up to about `batch_max` records), writes them in one `BEGIN IMMEDIATE ... COMMIT`, and
-only then resolves their futures, so an acknowledged event is in the WAL. Reads use a separate
-connection from a worker thread (`asyncio.to_thread`): the event loop never blocks on SQLite.
+the loop iteration (or of the write window) the outbox goes to the writer as one batch, so the
+many small writes of one step cross to it once. The writer is a process of its own (a thread
+until it is ready, or where no process can start; `writer="thread"` keeps the thread): it takes
+every batch queued (up to about `batch_max` records), writes them in one `BEGIN IMMEDIATE ...
+COMMIT`, and only then acknowledges them, so an acknowledged event is in the WAL. Reads use a
+separate connection from a worker thread (`asyncio.to_thread`): the event loop never blocks on
+SQLite.
 """
 
 from __future__ import annotations
