@@ -190,9 +190,9 @@ class AgentRuntime(AsyncResource):
     async def _open(self) -> None:
         self.cwd = await asyncio.to_thread(_resolve_cwd, self._cwd_arg)
         store = self._store_arg
-        from ..sessions import SqliteEventStore, parse_store_url  # not for `--help` and reads
-
         if store is None or isinstance(store, str | Path):
+            from ..sessions import SqliteEventStore, parse_store_url
+
             store = SqliteEventStore(
                 parse_store_url(str(store)) if store is not None else default_store_path()
             )

@@ -100,7 +100,7 @@ def stored_status(view: StoredFacts, *, held: bool, continuable: bool = False) -
         if view.waiting:
             return Status.WAITING
         return Status.RUNNING if held else Status.CRASHED
-    status = _SETTLED.get(view.last_stop, Status.FAILED)
+    status = settled_status(view.last_stop)
     if continuable and (status is Status.COMPLETED or status is Status.IDLE):
         return Status.READY
     return status

@@ -90,13 +90,13 @@ _TREE_ROWS = (
     "SELECT CAST('[' || group_concat('[' || header || ',' || summary || ',' || "
     "coalesce(entry, 'null') || ']') || ']' AS BLOB) FROM summaries WHERE root = ?"
 )
-_TREE_SIZE = "SELECT count(*) FROM sessions WHERE root = ? AND tenant = ?"
+_TREE_SIZE = "SELECT count(*) FROM sessions WHERE root = ?1 AND tenant = ?2"
 # The listing rows of a tree as one JSON array. A row that does not start with its own key's id
 # (`["<id>",...`: a damaged file) is left out, and the tree is then read the slow way.
 # With the count of the tree's sessions, which the rows must match, in the same read.
 _TREE_LISTING = (
     "SELECT CAST('[' || group_concat(row) || ']' AS BLOB), "
-    "(SELECT count(*) FROM sessions WHERE root = ?1 AND tenant = ?2) FROM listing "
+    f"({_TREE_SIZE}) FROM listing "
     "WHERE root = ?1 AND tenant = ?2 AND substr(row, 3, length(session_id)) = session_id"
 )
 _TREE_SESSIONS = (
