@@ -194,15 +194,15 @@ def test_migrations_upgrade_an_older_store_and_roll_back_a_failed_step(tmp_path:
 
     newer = (
         *MIGRATIONS,
-        Migration(7, "add notes", "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);"),
-        Migration(8, "add note authors", add_column),
+        Migration(8, "add notes", "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);"),
+        Migration(9, "add note authors", add_column),
     )
-    broken = (*newer, Migration(9, "broken", "CREATE TABLE half (a);\nNOT SQL;"))
+    broken = (*newer, Migration(10, "broken", "CREATE TABLE half (a);\nNOT SQL;"))
     with contextlib.closing(sqlite3.connect(tmp_path / "s.db", isolation_level=None)) as conn:
         assert apply_migrations(conn, migrations=MIGRATIONS[:1]) == [1]  # an older build's store
-        assert apply_migrations(conn) == [2, 3, 4, 5, 6]  # this build upgrades it
+        assert apply_migrations(conn) == [2, 3, 4, 5, 6, 7]  # this build upgrades it
         assert apply_migrations(conn) == []
-        assert apply_migrations(conn, migrations=newer) == [7, 8]
+        assert apply_migrations(conn, migrations=newer) == [8, 9]
         conn.execute("INSERT INTO notes (body, author) VALUES ('hi', 'me')")
         with pytest.raises(sqlite3.OperationalError):
             apply_migrations(conn, migrations=broken)
@@ -216,24 +216,86 @@ def test_migrations_upgrade_an_older_store_and_roll_back_a_failed_step(tmp_path:
             ("create summaries and catalog, rebuilt from the logs",),
             ("summaries carry each member's header and catalog entry",),
             ("create listing, filled from the summaries",),
+            ("events get a rowid, copied in log order",),
             ("add notes",),
             ("add note authors",),
         ]
+
+
+# How version 6 kept the events: keyed by (session_id, seq) alone, without a rowid.
+_EVENTS_OF_VERSION_6 = (
+    "CREATE TABLE events_v6 (session_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+    "kind TEXT NOT NULL, v INTEGER NOT NULL, time REAL NOT NULL, payload BLOB NOT NULL, "
+    "PRIMARY KEY (session_id, seq)) WITHOUT ROWID",
+    "INSERT INTO events_v6 SELECT * FROM events",
+    "DROP TABLE events",
+    "ALTER TABLE events_v6 RENAME TO events",
+    "DELETE FROM schema_migrations WHERE version >= 7",
+)
+
+
+def _events_table(path: Path) -> str:
+    rows = query(path, "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'")
+    return str(rows[0][0])
+
+
+async def test_a_version_6_store_keeps_every_event_when_its_events_get_a_rowid(db: Path) -> None:
+    parent = header()
+    child = header(parent=parent)
+    async with SqliteEventStore(db) as store:
+        store.create(parent)
+        store.create(child)
+        # Interleaved, as live sessions write: the copy must put each log back in seq order.
+        for seq in range(6):
+            store.append(parent.id, [turn(seq)])
+            store.append(child.id, [turn(seq)])
+        await store.flush()
+
+    def downgrade() -> None:
+        with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+            for statement in _EVENTS_OF_VERSION_6:
+                conn.execute(statement)
+
+    await asyncio.to_thread(downgrade)
+    assert "WITHOUT ROWID" in await asyncio.to_thread(_events_table, db)
+    before = await asyncio.to_thread(query, db, "SELECT * FROM events ORDER BY session_id, seq")
+    async with SqliteEventStore(db) as store:
+        assert "WITHOUT ROWID" not in await asyncio.to_thread(_events_table, db)
+        after = await asyncio.to_thread(query, db, "SELECT * FROM events ORDER BY session_id, seq")
+        assert after == before
+        assert len(after) == 12
+        for session in (parent, child):
+            log = await store.read(session.id, tenant="default")
+            assert log == [turn(seq) for seq in range(6)]
+        # (session_id, seq) is still unique: a second writer's seq collides.
+        await asyncio.to_thread(
+            insert_event, db, child.id, 6, "turn/start", 1, encode_event(TurnStart(turn=6))
+        )
+        with pytest.raises(sqlite3.IntegrityError):
+            await asyncio.to_thread(
+                insert_event, db, child.id, 6, "turn/start", 1, encode_event(TurnStart(turn=6))
+            )
+        await store.append(parent.id, [turn(6)])
+        assert [r.seq for r in await store.read(parent.id, tenant="default")] == list(range(7))
+    versions = await asyncio.to_thread(query, db, "SELECT max(version) FROM schema_migrations")
+    assert versions == [(CURRENT_SCHEMA_VERSION,)]
 
 
 async def test_a_store_from_a_newer_build_is_refused_untouched(db: Path) -> None:
     async with SqliteEventStore(db) as store:
         await store.create(header())
     await asyncio.to_thread(
-        execute, db, "INSERT INTO schema_migrations VALUES (7, 'from the future', 0)"
+        execute, db, "INSERT INTO schema_migrations VALUES (8, 'from the future', 0)"
     )
     before = await asyncio.to_thread(db.read_bytes)
     with pytest.raises(SchemaVersionError) as caught:
         async with SqliteEventStore(db):
             pass
     assert caught.value.code == ErrorCode.SCHEMA_VERSION
-    assert "schema version 7" in caught.value.message
-    assert "supports schema versions [1, 2, 3, 4, 5, 6]; upgrade subagents" in caught.value.message
+    assert "schema version 8" in caught.value.message
+    assert (
+        "supports schema versions [1, 2, 3, 4, 5, 6, 7]; upgrade subagents" in caught.value.message
+    )
     assert await asyncio.to_thread(db.read_bytes) == before
 
 
@@ -241,8 +303,8 @@ async def test_a_new_file_with_a_future_schema_gets_no_tables(db: Path) -> None:
     await asyncio.to_thread(
         execute, db, "CREATE TABLE schema_migrations (version INTEGER, name TEXT, applied_at REAL)"
     )
-    await asyncio.to_thread(execute, db, "INSERT INTO schema_migrations VALUES (8, 'x', 0)")
-    with pytest.raises(SchemaVersionError, match=r"schema version 8.*\[1, 2, 3, 4, 5, 6\]"):
+    await asyncio.to_thread(execute, db, "INSERT INTO schema_migrations VALUES (9, 'x', 0)")
+    with pytest.raises(SchemaVersionError, match=r"schema version 9.*\[1, 2, 3, 4, 5, 6, 7\]"):
         async with SqliteEventStore(db):
             pass
     tables = await asyncio.to_thread(query, db, "SELECT name FROM sqlite_master")

@@ -51,7 +51,7 @@ __all__ = [
     "values",
 ]
 
-CURRENT_SCHEMA_VERSION: Final = 6
+CURRENT_SCHEMA_VERSION: Final = 7
 SCHEMA_VERSION_SUMMARIES: Final[dict[int, str]] = {
     1: "sessions (header beside tenant, parent, root, created_at) and events keyed by "
     "(session_id, seq), without rowid",
@@ -62,6 +62,8 @@ SCHEMA_VERSION_SUMMARIES: Final[dict[int, str]] = {
     5: "each summary carries its session's header and its creator's catalog entry, so a tree "
     "is listed in one read",
     6: "listing: each member's flat row as `subagents tree` shows it, kept with its summary",
+    7: "events in a rowid table, (session_id, seq) unique: an insert appends to the table and "
+    "adds a small index entry",
 }
 """One line per schema version: what that version added."""
 
@@ -198,6 +200,28 @@ def refresh_listing(rows: int = 1) -> str:
         f"WHERE m.h IS NOT NULL{_LISTING_CONFLICT}"
     )
 
+
+# Keyed by (session_id, seq) alone (`WITHOUT ROWID`, version 1), the events table received
+# every insert at a random point, since session ids are random: each commit rewrote a page
+# per session it touched, and large payloads split them. With a rowid, rows append to the
+# table and only a small entry lands in the (session_id, seq) index: about three times fewer
+# microseconds per row written. Reading one log costs an index range and a lookup per row
+# (about 18 us instead of 12 for ten events), and logs are written far more often than read.
+_EVENTS_BY_ROWID: Final = """
+CREATE TABLE events_by_rowid (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    v INTEGER NOT NULL,
+    time REAL NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+INSERT INTO events_by_rowid SELECT session_id, seq, kind, v, time, payload FROM events
+    ORDER BY session_id, seq;
+DROP TABLE events;
+ALTER TABLE events_by_rowid RENAME TO events
+"""
 
 UPSERT_CATALOG: Final = upsert_catalog()
 UPSERT_SUMMARY: Final = upsert_summary()
@@ -340,6 +364,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         {_UPSERT_LISTING}{_LISTED} WHERE m.h IS NOT NULL{_LISTING_CONFLICT};
         """,
     ),
+    Migration(7, "events get a rowid, copied in log order", _EVENTS_BY_ROWID),
 )
 
 
