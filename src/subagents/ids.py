@@ -1,10 +1,14 @@
-"""Identifiers: every id is a uuid4 string (36 characters), so it never parses as a name."""
+"""Identifiers: every id is a UUID string (36 characters), so it never parses as a name.
+
+Session ids are uuid7 (time-ordered, unguessable), message ids uuid4-shaped.
+"""
 
 from __future__ import annotations
 
 import os
 import random
 import re
+import time
 from typing import NewType
 
 from .errors import ConfigError, ErrorCode, NotFoundError
@@ -28,8 +32,18 @@ CallId = NewType("CallId", str)
 
 
 def new_session_id() -> SessionId:
-    """A new session id: a uuid4 string from the OS's random source, so it cannot be guessed."""
-    return SessionId(_uuid4_text(int.from_bytes(os.urandom(16), "big")))
+    """A new session id: a uuid7 string (RFC 9562) that cannot be guessed.
+
+    It holds the wall-clock millisecond of its making, then 74 bits from the OS's random source.
+
+    Time first, because the store keys its tables by session id: ids made in creation order
+    put a tree's new sessions at the end of each table and a burst of siblings' updates on a
+    few pages, where random (uuid4) ids spread them over every page (in S3, 2,000 children,
+    three times the bytes written to the WAL).
+    """
+    return SessionId(
+        _uuid7_text(time.time_ns() // 1_000_000, int.from_bytes(os.urandom(10), "big"))
+    )
 
 
 def new_message_id() -> MessageId:
@@ -41,13 +55,26 @@ def new_message_id() -> MessageId:
     return MessageId(_uuid4_text(_random.getrandbits(128)))
 
 
+_KEEP = ~((0xF << 76) | (0x3 << 62)) & ((1 << 128) - 1)  # all but the version and variant
 _UUID4_BITS = (0x4 << 76) | (0x8 << 60)  # version 4, RFC 4122 variant
-_UUID4_KEEP = ~((0xF << 76) | (0x3 << 62)) & ((1 << 128) - 1)
+_UUID7_BITS = (0x7 << 76) | (0x8 << 60)  # version 7, the same variant
+_RANDOM_80 = (1 << 80) - 1
+_MILLIS_48 = (1 << 48) - 1
 
 
 def _uuid4_text(bits: int) -> str:
     """`str(uuid.UUID(int=bits, version=4))`, in a third of the time (ids are made per event)."""
-    h = "%032x" % ((bits & _UUID4_KEEP) | _UUID4_BITS)
+    return _spelled((bits & _KEEP) | _UUID4_BITS)
+
+
+def _uuid7_text(millis: int, random_bits: int) -> str:
+    """The uuid7 of `millis` (its low 48 bits) and `random_bits` (the 74 its layout keeps)."""
+    bits = ((millis & _MILLIS_48) << 80) | (random_bits & _RANDOM_80)
+    return _spelled((bits & _KEEP) | _UUID7_BITS)
+
+
+def _spelled(bits: int) -> str:
+    h = "%032x" % bits  # noqa: UP031 (faster than format() here)
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
