@@ -174,20 +174,96 @@ class ThreadLink:
             self._on_written(answer)
 
 
-class _WriterProtocol(asyncio.Protocol):
-    """The store's end of the socket: replies to `on_reply`, its close to `on_lost`."""
+_READ_SIZE = 1 << 20
 
-    def __init__(self, on_reply: Callable[[object], None], on_lost: Callable[[], None]) -> None:
+
+class _Channel:
+    """The store's end of the socket to its writer process: frames out, replies in.
+
+    Not an asyncio transport: once a transport holds bytes the kernel did not take, it sends
+    more only when the loop next polls, and a busy loop polls rarely (in S3, the 2,000
+    children's first steps are one iteration of some 250 ms). The writer then sat idle while
+    megabytes waited here, and committed them all after the run's work was done. A channel
+    offers its backlog to the kernel again with every write, so the writer, on another core,
+    drains the socket while the loop works.
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        on_reply: Callable[[object], None],
+        on_lost: Callable[[], None],
+    ) -> None:
+        sock.setblocking(False)
+        self._sock = sock
+        self._loop = loop
         self._on_reply = on_reply
         self._on_lost = on_lost
         self._frames = FrameReader()
+        self._out = bytearray()
+        """Bytes the kernel has not taken yet (deleting from the front of a bytearray is
+        cheap)."""
+        self._watching = False
+        self._open = True
+        loop.add_reader(sock.fileno(), self._readable)
 
-    def data_received(self, data: bytes) -> None:
+    def write(self, data: bytes) -> None:
+        if not self._open:
+            return  # lost: the link fails what was in flight
+        self._out += data
+        self._push()
+
+    def _push(self) -> None:
+        out = self._out
+        try:
+            while out:
+                sent = self._sock.send(out)
+                del out[:sent]
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:  # the writer is gone: its end closed
+            self._lose()
+            return
+        if out and not self._watching:
+            self._loop.add_writer(self._sock.fileno(), self._push)
+            self._watching = True
+        elif not out and self._watching:
+            self._loop.remove_writer(self._sock.fileno())
+            self._watching = False
+
+    def _readable(self) -> None:
+        try:
+            data = self._sock.recv(_READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._lose()
+            return
         for body in self._frames.feed(data):
             self._on_reply(decode_reply(body))
+            if not self._open:
+                return
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._on_lost()
+    def _lose(self) -> None:
+        if self._open:
+            self.close()
+
+    def close(self) -> None:
+        """Stop reading and writing and close the socket; `on_lost` follows, once."""
+        if not self._open:
+            return
+        self._open = False
+        fd = self._sock.fileno()
+        self._loop.remove_reader(fd)
+        if self._watching:
+            self._loop.remove_writer(fd)
+        self._sock.close()
+        self._out.clear()
+        self._loop.call_soon(self._on_lost)
 
 
 class ProcessLink:
@@ -224,7 +300,7 @@ class ProcessLink:
         self._waiting: list[tuple[WriteBatch, bytes]] = []
         """Batches and their frames not written to the socket yet (before it is ready, or
         while held)."""
-        self._transport: asyncio.Transport | None = None
+        self._channel: _Channel | None = None
         self._start: asyncio.Task[None] | None = None
         self._ready = False
         self._opening = False
@@ -247,8 +323,8 @@ class ProcessLink:
         if self._broken is not None:
             raise self._broken
         frame = encode_frame(batch)
-        if self._ready and not self._held and self._transport is not None:
-            self._transport.write(frame)
+        if self._ready and not self._held and self._channel is not None:
+            self._channel.write(frame)
             return
         self._waiting.append((batch, frame))
         self.start()
@@ -265,13 +341,13 @@ class ProcessLink:
         self._flush()
 
     def _flush(self) -> None:
-        if not self._ready or self._held or self._transport is None:
+        if not self._ready or self._held or self._channel is None:
             return
         if self._waiting:
-            self._transport.write(b"".join(frame for _, frame in self._waiting))
+            self._channel.write(b"".join(frame for _, frame in self._waiting))
             self._waiting.clear()
         if self._stopping:
-            self._transport.write(encode_frame(Stop()))
+            self._channel.write(encode_frame(Stop()))
 
     async def _started(self) -> None:
         ours, theirs = socket.socketpair()
@@ -294,12 +370,10 @@ class ProcessLink:
                     if not sending.done():  # cancelled: never close it under the sending thread
                         await asyncio.wait([sending])
                     theirs.close()
-            self._transport, _ = await self._loop.connect_accepted_socket(
-                lambda: _WriterProtocol(self._reply, self._lost), ours
-            )
+            self._channel = _Channel(ours, self._loop, on_reply=self._reply, on_lost=self._lost)
             if not self._stopping:
                 # Told now, not after its `Hello`: one loop turn less before it is ready.
-                self._transport.write(encode_frame(Open()))
+                self._channel.write(encode_frame(Open()))
                 self._opening = True
             async with asyncio.timeout(READY_TIMEOUT):
                 await self._settled.wait()
@@ -313,8 +387,8 @@ class ProcessLink:
                     )
                 )
         finally:
-            if self._transport is None:
-                ours.close()  # never handed to a transport (which closes it otherwise)
+            if self._channel is None:
+                ours.close()  # never handed to a channel (which closes it otherwise)
 
     def _reply(self, reply: object) -> None:
         if isinstance(reply, WrittenBatch):
@@ -323,8 +397,8 @@ class ProcessLink:
             pass  # told to open already (`_started`)
         elif isinstance(reply, Ready):
             if self._broken is not None:  # given up on (it was too slow): let it go
-                if self._transport is not None:
-                    self._transport.close()
+                if self._channel is not None:
+                    self._channel.close()
                 return
             self._ready = True
             self.pid = reply.pid
@@ -402,8 +476,8 @@ class ProcessLink:
             await asyncio.wait([self._start])
         elif self._broken is None:
             await self._gone.wait()
-        if self._transport is not None:
-            self._transport.close()
+        if self._channel is not None:
+            self._channel.close()
         if self._broken is not None and self.pid is not None:
             with contextlib.suppress(OSError):  # it may have exited already
                 os.kill(self.pid, signal.SIGKILL)
