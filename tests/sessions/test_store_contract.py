@@ -239,10 +239,18 @@ async def test_seqs_must_continue_the_log(store: EventStore) -> None:
     session = header()
     await store.create(session)
     await store.append(session.id, records([TurnStart(turn=1), StepStart(turn=1, step=1)]))
+    told: list[BaseException | None] = []
     for bad_start in (0, 1, 3):  # rewrites the log, overlaps it, leaves a gap
         with pytest.raises(ConcurrencyConflict) as caught:
             await store.append(session.id, records([StepEnd(turn=1, step=1)], start=bad_start))
         assert caught.value.code == ErrorCode.CONCURRENCY_CONFLICT
+        # A session's `submit` (one record, told through `done`): refused as it is handed over.
+        with pytest.raises(ConcurrencyConflict) as caught:
+            store.append(
+                session.id, records([StepEnd(turn=1, step=1)], start=bad_start), done=told.append
+            )
+        assert caught.value.fields == {"expected_seq": 2, "seq": bad_start}
+    assert told == []
     gap = [*records([StepEnd(turn=1, step=1)], start=2), *records([TurnStart(turn=2)], start=4)]
     with pytest.raises(ConcurrencyConflict):
         await store.append(session.id, gap)

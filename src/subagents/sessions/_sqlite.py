@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import msgspec
 
@@ -412,18 +412,25 @@ class SqliteEventStore(AsyncResource):
         or, with `done`, through `done` (the returned future is then shared with the other
         writes of this loop iteration and only says the batch was handled).
         """
-        self._check_open()
+        if self._state != "opened":
+            self._check_open()
         known = self._next.get(session_id)
+        if done is not None and len(records) == 1:
+            # One record told through `done`: a session's `submit`, a dozen times per child.
+            record = records[0]
+            seq = record.seq
+            if known is not None and seq != known:
+                self._conflict(session_id, known, seq)
+            event = record.event
+            row = (seq, KIND_OF[type(event)], event.v, record.time, _encode(event))
+            future = self._enqueue(AppendRows(session_id, [row]), 1, (None, done))
+            self._next[session_id] = seq + 1
+            return future
         base = known if known is not None else (records[0].seq if records else 0)
         rows: list[EventRow] = []
         for offset, r in enumerate(records):
             if r.seq != base + offset:
-                raise ConcurrencyConflict(
-                    f'append to session "{session_id}" expected seq {base + offset}, '
-                    f"got {r.seq}; another writer appended first",
-                    expected_seq=base + offset,
-                    seq=r.seq,
-                )
+                self._conflict(session_id, base + offset, r.seq)
             event = r.event
             rows.append((r.seq, KIND_OF[type(event)], event.v, r.time, _encode(event)))
         item = AppendRows(session_id, rows)
@@ -436,6 +443,15 @@ class SqliteEventStore(AsyncResource):
             # A session this process has not written yet is checked by the writer instead.
             self._next[session_id] = base + len(records)
         return future
+
+    @staticmethod
+    def _conflict(session_id: SessionId, expected: int, seq: int) -> NoReturn:
+        raise ConcurrencyConflict(
+            f'append to session "{session_id}" expected seq {expected}, '
+            f"got {seq}; another writer appended first",
+            expected_seq=expected,
+            seq=seq,
+        )
 
     def _written(self, answer: WrittenBatch) -> None:
         """On the loop: a batch's outcome. Correct the seq cache first, then wake the waiters."""
