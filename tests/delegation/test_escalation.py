@@ -74,6 +74,17 @@ def test_sandbox_ask_is_a_policy_entry_and_never_gates_a_tool_by_name() -> None:
     assert ApprovalPolicy.parse(["none", "bash"]).tools == {"bash"}
 
 
+def test_joined_gates_are_both_policies_gates_and_the_shorter_timeout() -> None:
+    gated = ApprovalPolicy(frozenset({"bash"}), 30.0)
+    assert gated.join(ApprovalPolicy()) is gated  # nothing added: the same policy, no copy
+    assert gated.join(ApprovalPolicy(timeout=5.0)) == ApprovalPolicy(frozenset({"bash"}), 5.0)
+    assert gated.join(ApprovalPolicy(timeout=60.0)) == gated
+    assert ApprovalPolicy().join(gated) == gated
+    assert gated.join(ApprovalPolicy(frozenset({"write_file"}))) == ApprovalPolicy(
+        frozenset({"bash", "write_file"}), 30.0
+    )
+
+
 async def test_a_write_under_read_only_asks_and_an_approval_widens_that_call_only(
     tmp_path: Path, work: Path
 ) -> None:

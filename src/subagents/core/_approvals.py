@@ -128,6 +128,8 @@ class ApprovalPolicy:
 
     def join(self, other: ApprovalPolicy) -> ApprovalPolicy:
         """Both policies' gates, and the shorter timeout."""
+        if not other.tools and other.timeout is None:  # what most children add to their gates
+            return self
         timeouts = [t for t in (self.timeout, other.timeout) if t is not None]
         return ApprovalPolicy(self.tools | other.tools, min(timeouts) if timeouts else None)
 
