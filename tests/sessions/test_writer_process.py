@@ -19,9 +19,10 @@ from tests.support.process_support import exited
 from subagents import Runtime
 from subagents.errors import ConfigError, ErrorCode, StoreError
 from subagents.ids import new_session_id
+from subagents.messages import user_message
 from subagents.models import ScriptedModel
 from subagents.sessions import SqliteEventStore
-from subagents.sessions._events import EventRecord, SessionHeader, TurnStart
+from subagents.sessions._events import EventRecord, SessionHeader, TurnStart, UserMessageEvent
 from subagents.sessions._sqlite_link import HandoverLink, ThreadLink
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfd_open (Linux)")
@@ -98,6 +99,41 @@ async def test_a_killed_writer_fails_the_writes_in_flight_and_every_later_one(
         with pytest.raises(StoreError, match="writer process"):
             store.append(session.id, [turn(2)])
     async with SqliteEventStore(tmp_path / "state.db") as reopened:  # what was acked stands
+        records = await reopened.read(session.id, tenant="default")
+    assert [r.seq for r in records] == [0]
+
+
+async def test_a_writer_killed_with_megabytes_waiting_for_it_fails_every_one_of_them(
+    tmp_path: Path,
+) -> None:
+    async with SqliteEventStore(tmp_path / "state.db") as store:
+        session = header()
+        await store.create(session)
+        await store.append(session.id, [turn(0)])
+        pid = await handed_over(store)
+        os.kill(pid, signal.SIGSTOP)  # it reads nothing more: what follows piles up here
+        try:
+            told: list[BaseException | None] = []
+            text = "x" * 100_000
+            for seq in range(1, 61):  # some 6 MB, far more than the socket holds
+                message = UserMessageEvent(turn=1, message=user_message(text))
+                store.append(session.id, [EventRecord(seq, 1.0, message)], done=told.append)
+            flushed = store.flush()  # sends the rest at once
+            link = store._link
+            assert isinstance(link, HandoverLink)
+            channel = link.process._channel
+            assert channel is not None
+            assert len(channel._out) > 1 << 20  # the backlog is ours, not the kernel's
+        finally:
+            os.kill(pid, signal.SIGKILL)
+        async with asyncio.timeout(30):
+            await exited(pid)
+        with pytest.raises(StoreError, match="writer process"):
+            await flushed
+        assert len(told) == 60
+        assert all(isinstance(error, StoreError) for error in told)
+        assert not channel._out  # nothing kept for a writer that is gone
+    async with SqliteEventStore(tmp_path / "state.db") as reopened:
         records = await reopened.read(session.id, tenant="default")
     assert [r.seq for r in records] == [0]
 
