@@ -294,6 +294,31 @@ async def test_followups_while_running_are_separate_fifo_turns() -> None:
     model.assert_complete()
 
 
+async def test_quiescence_waits_for_the_running_agent_among_the_idle_leads_it_keeps() -> None:
+    clock = GatedClock()
+    model = scripted("lead:\n  - text: one\n  - {text: two, sleep: 1}\n", clock)
+    async with runtime(model, clock) as rt:
+        leads = [await rt.create_agent() for _ in range(5)]
+        for lead in leads:
+            await rt.run("go", agent=lead)  # each stays loaded, idle
+        held = leads[2]
+        await held.followup("again")
+        gate = await clock.next_sleeper()  # its second turn is inside its model call
+        # The runtime knows which of its agents run from their status events.
+        assert rt._running == {held.id: held}
+
+        async def quiescent() -> tuple[str, list[str]]:
+            await rt.wait_quiescent()
+            return held.status, endings(held)
+
+        async with asyncio.TaskGroup() as tg:
+            waiter = tg.create_task(quiescent())
+            gate.set()
+        assert waiter.result() == ("idle", ["completed", "completed"])
+        assert rt._running == {}
+        assert all(lead.status == "idle" for lead in leads)
+
+
 async def test_when_idle_on_an_idle_agent_returns_at_once(clock: FakeClock) -> None:
     model = scripted("lead: []\n", clock)
     async with runtime(model, clock) as rt:

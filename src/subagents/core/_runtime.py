@@ -51,7 +51,7 @@ from ..sessions import (
 from ..tools import ToolRegistry, ToolSpec
 from ._agent import Agent, AgentConfig, check_max_tokens
 from ._approvals import ApprovalDesk, ApprovalPolicy, pick_request
-from ._bus import AgentCreated, CausalOrder, EventBus, SessionEventPosted
+from ._bus import AgentCreated, AgentStatusChanged, CausalOrder, EventBus, SessionEventPosted
 from ._control import ControlServer
 from ._inbox import replay_inbox
 from ._inspect import lease_alive
@@ -171,6 +171,11 @@ class AgentRuntime(AsyncResource):
         self._store_arg = store
         self._store: EventStore | None = None
         self._agents: dict[SessionId, Agent] = {}
+        self._running: dict[SessionId, Agent] = {}
+        """The loaded agents whose status is running, kept from their status events: a
+        runtime keeps every run's lead loaded, and looking through all of them for the
+        running ones twice per run made a long-lived runtime's runs slower one by one."""
+        self.bus.subscribe(self._status_changed, types=(AgentStatusChanged,))
         self.work = WorkTracker()
         self.holder = f"{_holder_name()}/{uuid.uuid4().hex[:8]}"
         self._held: set[SessionId] = set()
@@ -601,6 +606,7 @@ class AgentRuntime(AsyncResource):
         async def forget() -> None:
             if self._agents.get(agent_id) is agent:
                 del self._agents[agent_id]
+                self._running.pop(agent_id, None)
                 self.release_agent(agent)
 
         agent.add_disposer(forget)  # first added, so it runs last
@@ -727,17 +733,24 @@ class AgentRuntime(AsyncResource):
         are posted, so after this returns they have been told everything.
         """
         while True:
-            running = [a for a in self._agents.values() if a.status == "running"]
-            if running:
-                await running[0].when_idle()
+            if self._running:
+                await next(iter(self._running.values())).when_idle()
                 continue
             if self.work.active:
                 await self.work.wait_change()
                 continue
             await self.store.flush()
-            if any(a.status == "running" for a in self._agents.values()) or self.work.active:
+            if self._running or self.work.active:
                 continue  # a listener started work while the log caught up
             return
+
+    def _status_changed(self, event: object) -> None:
+        assert isinstance(event, AgentStatusChanged)
+        agent = self._agents.get(SessionId(event.agent_id))
+        if agent is not None and agent.status == "running":
+            self._running[agent.id] = agent
+        else:
+            self._running.pop(SessionId(event.agent_id), None)
 
     async def run(
         self, prompt: str, *, agent: Agent | None = None, max_tokens: int | None = None
