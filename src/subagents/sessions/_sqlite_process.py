@@ -129,6 +129,9 @@ class _Inbox:
         self._sock = sock
         self._batch_max = batch_max
         self._frames = FrameReader()
+        self._buffer = bytearray(_READ_SIZE)
+        """Read into, never allocated again: `recv` of a megabyte allocates (and maps) a
+        megabyte per call, some 8 us even for a few bytes."""
         self.pending: list[WriteBatch] = []
         self.open = True
         """False after `Stop` or the end of the stream."""
@@ -149,19 +152,19 @@ class _Inbox:
     def _read(self, *, wait: bool) -> bool:
         """Read once; False when nothing (more) has arrived or the stream ended."""
         try:
-            data = self._sock.recv(_READ_SIZE, 0 if wait else socket.MSG_DONTWAIT)
+            read = self._sock.recv_into(self._buffer, 0, 0 if wait else socket.MSG_DONTWAIT)
         except BlockingIOError:
             return False
         except OSError:
-            data = b""
-        if not data:
+            read = 0
+        if not read:
             # The store's process is gone without a `Stop`: nobody can be told of what is
             # left, so it is not written (as if its writer thread had died with it), and a
             # process that takes the tree over finds the log as it was acknowledged.
             self.open = False
             self.pending.clear()
             return False
-        for body in self._frames.feed(data):
+        for body in self._frames.feed(memoryview(self._buffer)[:read]):
             request = decode_request(body)
             if isinstance(request, Stop):
                 self.open = False

@@ -235,7 +235,7 @@ class FrameReader:
     def __init__(self) -> None:
         self._buffer = bytearray()
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes | memoryview) -> list[bytes]:
         """Add `data`; return the bodies of the frames it completed, in order."""
         buffer = self._buffer
         buffer += data
