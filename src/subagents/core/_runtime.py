@@ -746,11 +746,12 @@ class AgentRuntime(AsyncResource):
 
     def _status_changed(self, event: object) -> None:
         assert isinstance(event, AgentStatusChanged)
-        agent = self._agents.get(SessionId(event.agent_id))
-        if agent is not None and agent.status == "running":
-            self._running[agent.id] = agent
+        agent_id = SessionId(event.agent_id)
+        agent = self._agents.get(agent_id)
+        if agent is not None and event.status == "running":
+            self._running[agent_id] = agent
         else:
-            self._running.pop(SessionId(event.agent_id), None)
+            self._running.pop(agent_id, None)
 
     async def run(
         self, prompt: str, *, agent: Agent | None = None, max_tokens: int | None = None

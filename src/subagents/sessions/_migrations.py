@@ -202,11 +202,12 @@ def refresh_listing(rows: int = 1) -> str:
 
 
 # Keyed by (session_id, seq) alone (`WITHOUT ROWID`, version 1), the events table received
-# every insert at a random point, since session ids are random: each commit rewrote a page
-# per session it touched, and large payloads split them. With a rowid, rows append to the
-# table and only a small entry lands in the (session_id, seq) index: about three times fewer
-# microseconds per row written. Reading one log costs an index range and a lookup per row
-# (about 18 us instead of 12 for ten events), and logs are written far more often than read.
+# every insert inside its tree (at a random point while session ids were uuid4): each commit
+# rewrote a page per session it touched, and large payloads split them. With a rowid, rows
+# append to the table and only a small entry lands in the (session_id, seq) index: about three
+# times fewer microseconds per row written. Reading one log costs an index range and a lookup
+# per row (about 18 us instead of 12 for ten events), and logs are written far more often than
+# read.
 _EVENTS_BY_ROWID: Final = """
 CREATE TABLE events_by_rowid (
     session_id TEXT NOT NULL,

@@ -226,7 +226,7 @@ class _Channel:
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:  # the writer is gone: its end closed
-            self._lose()
+            self.close()
             return
         if out and not self._watching:
             self._loop.add_writer(self._sock.fileno(), self._push)
@@ -243,16 +243,12 @@ class _Channel:
         except OSError:
             data = b""
         if not data:
-            self._lose()
+            self.close()
             return
         for body in self._frames.feed(data):
             self._on_reply(decode_reply(body))
             if not self._open:
                 return
-
-    def _lose(self) -> None:
-        if self._open:
-            self.close()
 
     def close(self) -> None:
         """Stop reading and writing and close the socket; `on_lost` follows, once."""
