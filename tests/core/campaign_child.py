@@ -14,8 +14,8 @@ acknowledged event) `{"session": ID, "name": FULL_NAME, "seq": N, "kind": KIND}`
 `"accepted": [MESSAGE_ID, ...]` added for an `agent/inbox/spliced` that inserted messages. With
 `--kill-at N` it SIGKILLs itself right after printing the N-th acknowledged event (counting from
 0, over all sessions), with `--kill-on NAME:SEQ` right after printing event SEQ of the agent whose
-full name is NAME, with `--kill-settling` at the first `turn/end` of a child after which the rest
-of the tree is idle with nothing pending (its settlement is next, whatever the interleaving); a
+full name is NAME, with `--kill-settling` at the first `turn/end` of a child with nothing pending
+after which the rest of the tree is idle (its settlement is next, whatever the interleaving); a
 run that never gets there ends with `{"finished": true}`.
 
 The test imports `SCRIPT` and `CHILDREN`. Every agent's script ends in a long tail of plain answers
@@ -33,6 +33,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from subagents.core import SessionEventPosted
 from subagents.delegation import DelegationRuntime
@@ -113,12 +114,19 @@ def emit(line: dict[str, object]) -> None:
     sys.stdout.flush()
 
 
-def quiet_but(runtime: DelegationRuntime, name: str) -> bool:
-    """Whether every loaded agent but `name` is idle and no loaded agent has pending input."""
+def quiet_but(runtime: DelegationRuntime, name: str, posted: dict[str, int]) -> bool:
+    """Whether every loaded agent but `name` is idle with its whole log posted (durable), and
+    `name` has no pending input.
+
+    Another agent may hold input that has not woken it yet (a notice whose acceptance is
+    still being acknowledged): no turn is open, and `name`'s settlement is still next.
+    """
     agents = runtime.agents.values()
-    return all(a.status == "idle" for a in agents if a.name != name) and not any(
-        a.inbox for a in agents
-    )
+    return all(
+        a.status == "idle" and posted.get(a.id, -1) == a.session.next_seq - 1
+        for a in agents
+        if a.name != name
+    ) and not any(a.inbox for a in agents if a.name == name)
 
 
 def kill_listener(
@@ -127,12 +135,15 @@ def kill_listener(
     settling: DelegationRuntime | None = None,
 ) -> Callable[[object], None]:
     count = 0
+    posted: dict[str, int] = {}
+    """The last seq posted, per session."""
 
     def listener(event: object) -> None:
         nonlocal count
         if not isinstance(event, SessionEventPosted):
             return
         record = event.record
+        posted[event.agent_id] = record.seq
         line: dict[str, object] = {
             "session": event.agent_id,
             "name": event.name,
@@ -142,17 +153,36 @@ def kill_listener(
         if isinstance(record.event, InboxSpliced) and record.event.inserted:
             line["accepted"] = [message.id for message in record.event.inserted]
         emit(line)
-        at_settling = (
-            settling is not None
-            and event.name != "lead"
-            and record.kind == "turn/end"
-            and quiet_but(settling, event.name)
-        )
-        if count == kill_at or (event.name, record.seq) == kill_on or at_settling:
+        if count == kill_at or (event.name, record.seq) == kill_on:
             os.kill(os.getpid(), signal.SIGKILL)
+        if settling is not None and event.name != "lead" and record.kind == "turn/end":
+            # Once the store has told the whole commit this record came in (the next
+            # iteration), so that the rest of the tree is judged on what is durable.
+            asyncio.get_running_loop().call_soon(kill_if_settling, settling, event.name)
         count += 1
 
+    def kill_if_settling(runtime: DelegationRuntime, name: str) -> None:
+        if quiet_but(runtime, name, posted):
+            os.kill(os.getpid(), signal.SIGKILL)
+
     return listener
+
+
+def notices_after_a_commit(runtime: DelegationRuntime) -> None:
+    """Make every settlement notice wait for the store to commit what came before it.
+
+    A settling child's last writes and its notice are otherwise often committed together,
+    and a kill can land between them only when the store is slow; this makes the store that
+    slow, so that `--kill-settling` finds the moment in every run.
+    """
+    manager = runtime.continuable
+    notify = manager._notify_parent
+
+    async def notify_after_a_commit(act: Any, result: Any) -> bool:
+        await runtime.store.flush()
+        return await notify(act, result)
+
+    manager._notify_parent = notify_after_a_commit
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -170,6 +200,8 @@ async def main(args: argparse.Namespace) -> None:
         model_spec=f"scripted:{args.script}",
     ) as runtime:
         settling = runtime if args.kill_settling else None
+        if settling is not None:
+            notices_after_a_commit(settling)
         runtime.subscribe(
             kill_listener(args.kill_at, kill_on, settling), types=(SessionEventPosted,)
         )
@@ -193,8 +225,8 @@ def parse_args() -> argparse.Namespace:
     point.add_argument(
         "--kill-settling",
         action="store_true",
-        help="SIGKILL at a child's turn/end when the rest of the tree is idle with nothing "
-        "pending: its settlement notice is about to be written",
+        help="SIGKILL at a child's turn/end when it has nothing pending and the rest of the "
+        "tree is idle: its settlement notice is about to be written",
     )
     return parser.parse_args()
 

@@ -441,3 +441,35 @@ async def test_a_message_during_a_settlement_goes_to_the_next_epoch_of_the_whole
     ]
     assert notices == [finished("helper", "facts 1"), finished("helper", "facts 2")]
     assert registered == [True]
+
+
+async def test_the_bus_posts_every_record_of_a_settling_child_including_its_marker(
+    tmp_path: Path,
+) -> None:
+    """A follower of the bus sees a settled child's whole log, seqs 0..n without a gap.
+
+    The `subagent/settled` marker is written after the notice, once the child is disposed
+    and no longer posts its log: it was never posted, so a follower that heard the child's
+    next activation saw its log with a hole (found by the crash campaign).
+    """
+    rt, model = make_runtime(SETTLING_RUN, store=SqliteEventStore(tmp_path / "state.db"))
+    posted: dict[str, list[tuple[int, str]]] = {}
+
+    def on_posted(event: object) -> None:
+        assert isinstance(event, SessionEventPosted)
+        posted.setdefault(event.agent_id, []).append((event.record.seq, event.record.kind))
+
+    async with rt:
+        lifecycle = Lifecycle(rt)
+        rt.subscribe(on_posted, types=(SessionEventPosted,))
+        lead = await rt.create_agent()
+        await lead.followup("Get the facts")
+        await rt.wait_quiescent()
+        helper = SessionId(lifecycle.started[0].child_id)
+        await rt.continuable.deliver_as_user(helper, "More")
+        await rt.wait_quiescent()
+        await rt.store.flush()
+        stored = [(r.seq, r.kind) for r in await rt.store.read(helper, tenant="default")]
+    model.assert_complete()
+    assert [kind for _, kind in stored].count("subagent/settled") == 2
+    assert posted[helper] == stored

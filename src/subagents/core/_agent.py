@@ -23,7 +23,6 @@ from ..sessions import (
     RequestHeader,
     Session,
     SessionEvent,
-    StopReason,
     TranscriptProjection,
     TurnStart,
     UserMessageEvent,
@@ -178,10 +177,11 @@ class Agent:
         "_disposers",
         "_driver",
         "_idle",
+        "_in_turn",
         "_status",
         "_stop_posting",
         "_tasks",
-        "_turn_task",
+        "_turn_over",
         "_wake",
         "approvals",
         "before_call",
@@ -237,7 +237,10 @@ class Agent:
         self._status: Literal["idle", "running"] = "idle"
         self._idle = _Idle()
         self._driver: asyncio.Task[None] | None = None
-        self._turn_task: asyncio.Task[StopReason] | None = None
+        self._in_turn = False
+        """Whether the driver is inside a turn: only then does a cancel reach the turn."""
+        self._turn_over: asyncio.Future[None] | None = None
+        """Set when the current turn ends, for a cancel that waits for it (made on demand)."""
         self._abort_cause: str | None = None
         self._abort_command: int | None = None
         self._wake = False
@@ -251,7 +254,8 @@ class Agent:
         binds it (its profile, budget, tools) is done, the runtime settles what it is told
         and offered (`prepared`)."""
         self._restore(session.records)
-        self._stop_posting = session.observe(self._posted)
+        self._stop_posting: Callable[[], None] | None = session.observe(self._posted)
+        """Stops posting its records on the bus; None once it has (it is gone)."""
 
     def _restore(self, records: Sequence[EventRecord]) -> None:
         """Rebuild the caches a loop needs from the stored log (cold load or fork seed).
@@ -385,6 +389,11 @@ class Agent:
             self._driver = self._tasks.spawn(self._drive(), name=f"driver {self.name}")
 
     async def _drive(self) -> None:
+        """Run turns while work is pending, each in this task (not a task per turn).
+
+        `cancel` cancels this task only while `_in_turn` is set, and `run_turn` absorbs a
+        cancellation it was given a cause for, so the loop goes on to pending work.
+        """
         from ._loop import run_turn
 
         try:
@@ -395,11 +404,14 @@ class Agent:
             ):
                 self._wake = False
                 self._abort_cause = self._abort_command = None
-                self._turn_task = self._tasks.spawn(run_turn(self), name=f"turn {self.name}")
+                self._in_turn = True
                 try:
-                    reason = await self._turn_task
+                    reason = await run_turn(self)
                 finally:
-                    self._turn_task = None
+                    self._in_turn = False
+                    over, self._turn_over = self._turn_over, None
+                    if over is not None and not over.done():
+                        over.set_result(None)
                 if reason == "error":
                     break  # queued work waits for the next wake
         finally:
@@ -447,14 +459,17 @@ class Agent:
             self._wake = False
             if self.inbox:
                 await self.inbox.clear()
-        task = self._turn_task
-        if task is not None and not task.done() and self._abort_cause is None:
+        driver = self._driver
+        if self._in_turn and driver is not None and self._abort_cause is None:
             self._abort_cause = cause
             self._abort_command = command
-            task.cancel()
+            driver.cancel()
             if command is not None:
                 # Its turn's end names the command: once that is durable, the command is done.
-                await asyncio.wait([task])
+                over = self._turn_over
+                if over is None:
+                    over = self._turn_over = asyncio.get_running_loop().create_future()
+                await over
                 await self.session.flush()
 
     def add_disposer(self, disposer: Callable[[], Awaitable[None]]) -> None:
@@ -499,8 +514,21 @@ class Agent:
         broken = self.session.broken
         if broken is not None:
             log.error("agent %s was disposed with writes that failed: %s", self.name, broken)
-        self._stop_posting()
+        if self._stop_posting is not None:
+            self._stop_posting()
+            self._stop_posting = None
         self.bus.emit(AgentDisposed(self.id, self.name))
+
+    async def append_after(self, event: SessionEvent) -> EventRecord:
+        """Append durably to the log of this agent, disposed or not, and post the record.
+
+        For a record its owner writes once the agent is disposed (a settlement): the agent
+        no longer posts its log once it is gone, and a follower of the bus must still see it.
+        """
+        record = await self.session.append(event)
+        if self._stop_posting is None:
+            self._posted(self.session, record)
+        return record
 
     def live_tasks(self) -> int:
         return len(self._tasks)

@@ -573,7 +573,7 @@ class AgentRuntime(AsyncResource):
         event: SessionEvent,
         *,
         check: Callable[[Sequence[EventRecord]], None] | None = None,
-    ) -> None:
+    ) -> EventRecord:
         """Append to the log of a session no agent of this runtime has loaded (durably).
 
         Writers of unloaded sessions (mailbox deliveries, team boards) go through one lock per
@@ -585,7 +585,7 @@ class AgentRuntime(AsyncResource):
             records = await self.store.read(header.id, tenant=self.tenant)
             if check is not None:
                 check(records)
-            await Session(header, self.store, self.clock, records).append(event)
+            return await Session(header, self.store, self.clock, records).append(event)
 
     def _stored_lock(self, session_id: SessionId) -> asyncio.Lock:
         return self._stored_locks.setdefault(session_id, asyncio.Lock())

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._task_owner import TaskOwner
-from ..core import Agent, AgentConfig, AgentRuntime
+from ..core import Agent, AgentConfig, AgentRuntime, SessionEventPosted
 from ..errors import ErrorCode, NotFoundError, SubagentError
 from ..ids import SessionId
 from ..messages import JsonObject, MessageSource, UserMessage, user_message
@@ -305,9 +305,12 @@ class ContinuableManager:
         event = SubagentSettled(run_id=act.started.run_id, stop_reason=result.stop_reason)
         agent = act.child.local_agent
         if agent is not None:
-            await agent.session.append(event)  # after writes still in flight
+            await agent.append_after(event)  # after writes still in flight
         else:
-            await self.runtime.append_stored(act.id, event)
+            record = await self.runtime.append_stored(act.id, event)
+            bus = self.runtime.bus
+            if bus.wants(SessionEventPosted):
+                bus.emit(SessionEventPosted(act.id, act.full_name, record))
 
     async def _notify_parent(self, act: Activation, result: SubagentResult) -> bool:
         """Deliver `act`'s settlement notice to its parent; False when it was not delivered."""
