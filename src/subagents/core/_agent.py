@@ -6,9 +6,9 @@ import asyncio
 import dataclasses
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from .._task_owner import TaskOwner
 from ..errors import ClosedError, ErrorCode, UsageError
@@ -321,9 +321,13 @@ class Agent:
         if prepare is not None:
             prepare(self)
 
-    async def when_idle(self) -> None:
-        """Wait until no turn runs and no waking work is pending."""
-        await self._idle.wait()
+    def when_idle(self) -> Coroutine[Any, Any, None]:
+        """Wait until no turn runs and no waking work is pending.
+
+        The idle flag's own wait, not a coroutine around it: a parent waits through this
+        for every foreground child, one frame fewer each.
+        """
+        return self._idle.wait()
 
     # -- input ------------------------------------------------------------------------------
 

@@ -17,9 +17,9 @@ parent's completed turns; the service checks both before any child exists.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 from ..core import Agent, AgentConfig, AgentRuntime
 from ..ids import SessionId
@@ -132,7 +132,9 @@ class SubagentChild(Protocol):
 
     async def interrupt(self, *, keep_inbox: bool = True) -> None: ...
 
-    async def wait(self) -> None: ...
+    def wait(self) -> Awaitable[None]:
+        """Wait until it is idle (an `async def` does; a provider may return a wait it has)."""
+        ...
 
     async def kill(self, *, keep_inbox: bool = False) -> None: ...
 
@@ -217,8 +219,8 @@ class InProcessChild:
     async def interrupt(self, *, keep_inbox: bool = True) -> None:
         await self._agent.cancel("parent", keep_inbox=keep_inbox)
 
-    async def wait(self) -> None:
-        await self._agent.when_idle()
+    def wait(self) -> Coroutine[Any, Any, None]:
+        return self._agent.when_idle()
 
     async def kill(self, *, keep_inbox: bool = False) -> None:
         await self._agent.dispose(keep_inbox=keep_inbox)
