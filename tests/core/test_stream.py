@@ -22,7 +22,14 @@ from delegation_support import Gates, make_runtime, wait_for_record
 
 import subagents.core._loop as loop_module
 from subagents import AgentReasoningDelta, AgentTextDelta, RunFinished, StreamEvent
-from subagents.core import AgentRuntime, EventBus, RunResult, SessionEventPosted, stream_while
+from subagents.core import (
+    AgentRuntime,
+    EventBus,
+    PostedRecords,
+    RunResult,
+    SessionEventPosted,
+    stream_while,
+)
 from subagents.errors import ConfigError, ErrorCode
 from subagents.ids import SessionId
 from subagents.messages import ReasoningBlock, Usage
@@ -31,6 +38,7 @@ from subagents.models import (
     ModelChunk,
     ModelRequest,
     ReasoningDelta,
+    ScriptedModel,
     TextDelta,
     UsageChunk,
 )
@@ -171,11 +179,9 @@ reviewer:
 """
 
 
-async def test_records_the_bus_never_posted_are_streamed_too(tmp_path: Path) -> None:
-    """A continuable child's `subagent/settled` mark is written once its agent is released.
-
-    No live agent posts it, so the stream reads it back from the child's log after the run.
-    """
+async def test_a_settled_childs_mark_is_streamed_with_its_whole_log(tmp_path: Path) -> None:
+    """A continuable child's `subagent/settled` mark is written once its agent is released,
+    and streamed all the same: every record of both logs comes once, in seq order."""
     runtime, _ = make_runtime(BACKGROUND, store=sqlite_store(tmp_path))
     async with runtime:
         events = [event async for event in runtime.stream("Review it")]
@@ -190,6 +196,26 @@ async def test_records_the_bus_never_posted_are_streamed_too(tmp_path: Path) -> 
     kinds = {e.name: e.record.kind for e in events if isinstance(e, SessionEventPosted)}
     assert kinds["reviewer"] == "subagent/settled"  # the reviewer's last record
     assert isinstance(events[-1], RunFinished)
+
+
+async def test_records_the_bus_never_posted_are_read_back_from_the_log(tmp_path: Path) -> None:
+    """What a stream missed of a session it heard of (a record written while no agent held
+    it) is read back from that session's log, after what it passed on, in seq order; what
+    came before the first record it heard of stays out."""
+    runtime = AgentRuntime(model=ScriptedModel({}), store=sqlite_store(tmp_path))
+    async with runtime:
+        agent = await runtime.create_agent()
+        records = [await agent.session.append(StepStart(turn=1, step=n)) for n in range(5)]
+        posted = PostedRecords()
+        for seq in (1, 3):
+            posted.add(SessionEventPosted(agent.id, agent.name, records[seq]))
+        missing = await posted.missing(runtime)
+        again = await posted.missing(runtime)
+    assert [(e.agent_id, e.name, e.record) for e in missing] == [
+        (agent.id, agent.name, records[2]),
+        (agent.id, agent.name, records[4]),
+    ]
+    assert again == []  # what it read back counts as passed on
 
 
 class ChunkedModel:
