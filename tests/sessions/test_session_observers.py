@@ -76,3 +76,28 @@ async def test_flush_returns_only_after_observers_saw_every_acknowledged_record(
         await asyncio.sleep(0)  # nothing is told twice
         assert seen == [0, 1, 2]
         assert [r.seq for r in await inner.read(header.id, tenant="default")] == [0, 1, 2]
+
+
+async def test_an_unobserved_observer_hears_of_no_later_record() -> None:
+    """`unobserve` takes an equal observer: an agent passes its bound method made again."""
+
+    class Follower:
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+
+        def on_record(self, _: Session, record: EventRecord) -> None:
+            self.seen.append(record.seq)
+
+    async with InMemoryEventStore() as store:
+        header = SessionHeader(id=new_session_id(), tenant="default", created_at=0.0, cwd="/")
+        store.create(header)
+        session = Session(header, store, FakeClock())
+        follower, other = Follower(), Follower()
+        session.observe(follower.on_record)
+        session.observe(other.on_record)
+        await session.append(TurnStart(turn=1))
+        session.unobserve(follower.on_record)
+        session.unobserve(follower.on_record)  # twice: nothing to stop, no error
+        await session.append(TurnStart(turn=2))
+    assert follower.seen == [0]
+    assert other.seen == [0, 1]

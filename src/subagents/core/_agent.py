@@ -178,8 +178,8 @@ class Agent:
         "_driver",
         "_idle",
         "_in_turn",
+        "_posting",
         "_status",
-        "_stop_posting",
         "_tasks",
         "_turn_over",
         "_wake",
@@ -245,7 +245,7 @@ class Agent:
         self._abort_command: int | None = None
         self._wake = False
         self._disposed = False
-        self._disposers: list[Callable[[], Awaitable[None]]] = []
+        self._disposers: list[Callable[[Agent], Awaitable[None]]] = []
         self.before_call: Callable[[Agent], Awaitable[None]] | None = None
         """Awaited before each of this agent's model calls, after `prepare`: what it is
         offered may need work first (an MCP server starting on first use)."""
@@ -254,8 +254,9 @@ class Agent:
         binds it (its profile, budget, tools) is done, the runtime settles what it is told
         and offered (`prepared`)."""
         self._restore(session.records)
-        self._stop_posting: Callable[[], None] | None = session.observe(self._posted)
-        """Stops posting its records on the bus; None once it has (it is gone)."""
+        self._posting = True
+        """Whether it posts its records on the bus (until it is gone)."""
+        session.observe(self._posted)
 
     def _restore(self, records: Sequence[EventRecord]) -> None:
         """Rebuild the caches a loop needs from the stored log (cold load or fork seed).
@@ -476,11 +477,12 @@ class Agent:
                 await over
                 await self.session.flush()
 
-    def add_disposer(self, disposer: Callable[[], Awaitable[None]]) -> None:
+    def add_disposer(self, disposer: Callable[[Agent], Awaitable[None]]) -> None:
         """Run `disposer` when this agent is disposed, after its turn stopped, newest first.
 
         Owners of work tied to this agent (background tasks, children) release it here, so
-        disposal reaches quiescence of everything the agent started.
+        disposal reaches quiescence of everything the agent started. It is called with this
+        agent, so one bound method serves every agent (no closure each: thousands live at once).
         """
         self._disposers.append(disposer)
 
@@ -500,7 +502,7 @@ class Agent:
         while self._disposers:
             disposer = self._disposers.pop()
             try:
-                await disposer()
+                await disposer(self)
             except Exception:
                 log.exception("a disposer of agent %s failed", self.name)
         await self._tasks.aclose()
@@ -518,9 +520,9 @@ class Agent:
         broken = self.session.broken
         if broken is not None:
             log.error("agent %s was disposed with writes that failed: %s", self.name, broken)
-        if self._stop_posting is not None:
-            self._stop_posting()
-            self._stop_posting = None
+        if self._posting:
+            self._posting = False
+            self.session.unobserve(self._posted)
         self.bus.emit(AgentDisposed(self.id, self.name))
 
     async def append_after(self, event: SessionEvent) -> EventRecord:
@@ -530,7 +532,7 @@ class Agent:
         no longer posts its log once it is gone, and a follower of the bus must still see it.
         """
         record = await self.session.append(event)
-        if self._stop_posting is None:
+        if not self._posting:
             self._posted(self.session, record)
         return record
 

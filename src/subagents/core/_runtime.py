@@ -176,6 +176,8 @@ class AgentRuntime(AsyncResource):
         runtime keeps every run's lead loaded, and looking through all of them for the
         running ones twice per run made a long-lived runtime's runs slower one by one."""
         self.bus.subscribe(self._status_changed, types=(AgentStatusChanged,))
+        self._forget = self._forget_agent
+        """One bound method for every agent's last disposer (not one closure each)."""
         self.work = WorkTracker()
         self.holder = f"{_holder_name()}/{uuid.uuid4().hex[:8]}"
         self._held: set[SessionId] = set()
@@ -601,18 +603,17 @@ class AgentRuntime(AsyncResource):
         )
         self._fix_gates(agent)
         self._agents[agent.id] = agent
-        agent_id = agent.id
-
-        async def forget() -> None:
-            if self._agents.get(agent_id) is agent:
-                del self._agents[agent_id]
-                self._running.pop(agent_id, None)
-                self.release_agent(agent)
-
-        agent.add_disposer(forget)  # first added, so it runs last
+        agent.add_disposer(self._forget)  # first added, so it runs last
         self.setup_agent(agent)
         self.bus.emit(AgentCreated(agent.id, agent.name, session.header.parent))
         return agent
+
+    async def _forget_agent(self, agent: Agent) -> None:
+        """An agent's last disposer: the runtime no longer holds it."""
+        if self._agents.get(agent.id) is agent:
+            del self._agents[agent.id]
+            self._running.pop(agent.id, None)
+            self.release_agent(agent)
 
     def release_agent(self, agent: Agent) -> None:
         """Drop what the runtime kept for `agent` once it is released (extension hook).

@@ -145,10 +145,10 @@ class TaskRegistry:
             if isinstance(event, UserMessageEvent) and event.message.source.kind == "user":
                 self._wakes.pop(owner_id, None)  # a user message refills the wake budget
 
-        stop_observing = owner.session.observe(on_record)
+        owner.session.observe(on_record)
 
-        async def release() -> None:
-            stop_observing()
+        async def release(_: Agent) -> None:
+            owner.session.unobserve(on_record)
             await self._release_owner(owner_id)
 
         owner.add_disposer(release)

@@ -243,6 +243,7 @@ class InProcessProvider:
         self._name = name
         self._inherits = inherits_parent_context
         self._children: dict[SessionId, InProcessChild] = {}
+        self._forget = self._forget_child  # one bound method for every child's disposer
 
     @property
     def name(self) -> str:
@@ -276,11 +277,10 @@ class InProcessProvider:
 
     def _track(self, agent: Agent) -> InProcessChild:
         child = self._children[agent.id] = InProcessChild(agent)
-        agent_id = agent.id
-
-        async def forget() -> None:
-            if self._children.get(agent_id) is child:
-                del self._children[agent_id]
-
-        agent.add_disposer(forget)
+        agent.add_disposer(self._forget)
         return child
+
+    async def _forget_child(self, agent: Agent) -> None:
+        child = self._children.get(agent.id)
+        if child is not None and child.local_agent is agent:
+            del self._children[agent.id]

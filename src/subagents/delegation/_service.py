@@ -322,7 +322,7 @@ class SubagentService:
             book = self._names[creator.id] = NameBook(committed)
             creator_id = creator.id
 
-            async def forget() -> None:
+            async def forget(_: Agent) -> None:
                 self._names.pop(creator_id, None)
 
             creator.add_disposer(forget)

@@ -65,10 +65,14 @@ class Session:
     def next_seq(self) -> int:
         return len(self.records)
 
-    def observe(self, observer: SessionObserver) -> Callable[[], None]:
-        """Call `observer` after each record is durable; returns a function that stops it."""
+    def observe(self, observer: SessionObserver) -> None:
+        """Call `observer` after each record is durable, until `unobserve(observer)`."""
         self._observers.append(observer)
-        return lambda: self._observers.remove(observer) if observer in self._observers else None
+
+    def unobserve(self, observer: SessionObserver) -> None:
+        """Stop calling `observer` (an equal one: a bound method may be made again)."""
+        if observer in self._observers:
+            self._observers.remove(observer)
 
     def _check(self) -> None:
         if self._broken is not None:
