@@ -248,8 +248,12 @@ def _quoted(path: str) -> str:
     return json.dumps(path, ensure_ascii=False)
 
 
+@functools.lru_cache(maxsize=64)
 def file_policy_statement(mode: SandboxMode, workspace_root: str) -> str:
-    """What the model is told of its file policy (one sentence per mode, capability-neutral)."""
+    """What the model is told of its file policy (one sentence per mode, capability-neutral).
+
+    One string for every agent of a mode and workspace (a tree has few), not one each.
+    """
     match mode:
         case "read-only":
             return (

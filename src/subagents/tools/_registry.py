@@ -15,6 +15,10 @@ __all__ = ["Guard", "ToolRegistry", "ToolScope", "offered"]
 Guard: TypeAlias = Callable[[ToolSpec, JsonObject, ToolContext], str | None]
 """A guard returns a reason to deny the call, or None to let it through."""
 
+_NO_NAMES: frozenset[str] = frozenset()
+"""What a scope starts with for its name sets: one shared empty set, not three per agent
+(every agent has a scope, and a fan-out holds thousands)."""
+
 
 def offered(specs: Iterable[ToolSpec], own: Iterable[ToolSpec] = ()) -> tuple[ToolSchema, ...]:
     """The schemas a model is sent, in the order that keeps requests prefix-stable.
@@ -93,11 +97,11 @@ class ToolScope:
     def __init__(self, base: ToolRegistry) -> None:
         self._base = base
         self._own: dict[str, ToolSpec] = {}
-        self._unlisted: set[str] = set()
+        self._unlisted = _NO_NAMES
         self._guards: list[Guard] = []
         self._allow: frozenset[str] | None = None
-        self._deny: frozenset[str] = frozenset()
-        self._hidden_tags: frozenset[str] = frozenset()
+        self._deny = _NO_NAMES
+        self._hidden_tags = _NO_NAMES
         self._schemas: tuple[ToolSchema, ...] | None = None
         self._schemas_generation = base.generation
         self.closed = False
@@ -112,13 +116,13 @@ class ToolScope:
             raise DuplicateError(f"tool {spec.name!r} is already registered for this agent")
         self._own[spec.name] = spec
         if not listed:
-            self._unlisted.add(spec.name)
+            self._unlisted = self._unlisted | {spec.name}
         self._schemas = None
 
     def unregister(self, name: str) -> None:
         """Remove a tool of this agent's own (a search tool replaced by a wider one)."""
         if self._own.pop(name, None) is not None:
-            self._unlisted.discard(name)
+            self._unlisted = self._unlisted - {name}
             self._schemas = None
 
     def add_guard(self, guard: Guard) -> None:
@@ -183,7 +187,7 @@ class ToolScope:
 
     def close(self) -> None:
         self._own.clear()
-        self._unlisted.clear()
+        self._unlisted = _NO_NAMES
         self._guards.clear()
         self._schemas = None
         self.closed = True
