@@ -241,6 +241,27 @@ async def test_agent_scope_shadows_global_and_unwinds_on_close() -> None:
     assert [s.name for s in mine.schemas()] == ["echo", "other"]
 
 
+async def test_an_unlisted_tool_is_callable_but_never_offered_in_its_scope_only() -> None:
+    registry = ToolRegistry([spec("shared")])
+    mine, theirs = registry.scope(), registry.scope()
+    mine.register(spec("found", "found it"), listed=False)
+    mine.register(spec("listed"))
+    assert [s.name for s in mine.schemas()] == ["shared", "listed"]
+    assert (await call(mine, "found", {})).content == "found it"
+    theirs.register(spec("found"))  # the other scope's own tool is listed there
+    assert [s.name for s in theirs.schemas()] == ["shared", "found"]
+    # Unregistered, then registered again as listed: offered from now on.
+    mine.unregister("found")
+    assert mine.get("found") is None
+    mine.register(spec("found"))
+    assert [s.name for s in mine.schemas()] == ["shared", "found", "listed"]
+    # Closing forgets what was unlisted: a later registration is listed.
+    mine.register(spec("hidden"), listed=False)
+    mine.close()
+    mine.register(spec("hidden"))
+    assert [s.name for s in mine.schemas()] == ["shared", "hidden"]
+
+
 def test_restrict_masks_intersect_and_never_hide_own_registrations() -> None:
     registry = ToolRegistry([spec("a"), spec("b"), spec("c"), spec("d")])
     scope = registry.scope()
