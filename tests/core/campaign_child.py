@@ -14,9 +14,9 @@ acknowledged event) `{"session": ID, "name": FULL_NAME, "seq": N, "kind": KIND}`
 `"accepted": [MESSAGE_ID, ...]` added for an `agent/inbox/spliced` that inserted messages. With
 `--kill-at N` it SIGKILLs itself right after printing the N-th acknowledged event (counting from
 0, over all sessions), with `--kill-on NAME:SEQ` right after printing event SEQ of the agent whose
-full name is NAME, with `--kill-settling` at the first `turn/end` of a child with nothing pending
-after which the rest of the tree is idle (its settlement is next, whatever the interleaving); a
-run that never gets there ends with `{"finished": true}`.
+full name is NAME, with `--kill-settling` right before the first settlement notice written
+while the rest of the tree is idle with its log durable; a run that never gets there ends with
+`{"finished": true}`.
 
 The test imports `SCRIPT` and `CHILDREN`. Every agent's script ends in a long tail of plain answers
 (unique texts, so a settlement notice shows which answer it reports), enough for a resumed tree
@@ -38,7 +38,6 @@ from typing import Any
 from subagents.core import SessionEventPosted
 from subagents.delegation import DelegationRuntime
 from subagents.sessions import InboxSpliced, SqliteEventStore
-from subagents.sessions._sqlite import WRITE_WINDOW
 from subagents.testing import ScriptedModel
 
 __all__ = ["CHILDREN", "PROMPT", "SCRIPT", "answer"]
@@ -114,36 +113,14 @@ def emit(line: dict[str, object]) -> None:
     sys.stdout.flush()
 
 
-def quiet_but(runtime: DelegationRuntime, name: str, posted: dict[str, int]) -> bool:
-    """Whether every loaded agent but `name` is idle with its whole log posted (durable), and
-    `name` has no pending input.
-
-    Another agent may hold input that has not woken it yet (a notice whose acceptance is
-    still being acknowledged): no turn is open, and `name`'s settlement is still next.
-    """
-    agents = runtime.agents.values()
-    return all(
-        a.status == "idle" and posted.get(a.id, -1) == a.session.next_seq - 1
-        for a in agents
-        if a.name != name
-    ) and not any(a.inbox for a in agents if a.name == name)
-
-
-def kill_listener(
-    kill_at: int | None,
-    kill_on: tuple[str, int] | None,
-    settling: DelegationRuntime | None = None,
-) -> Callable[[object], None]:
+def kill_listener(kill_at: int | None, kill_on: tuple[str, int] | None) -> Callable[[object], None]:
     count = 0
-    posted: dict[str, int] = {}
-    """The last seq posted, per session."""
 
     def listener(event: object) -> None:
         nonlocal count
         if not isinstance(event, SessionEventPosted):
             return
         record = event.record
-        posted[event.agent_id] = record.seq
         line: dict[str, object] = {
             "session": event.agent_id,
             "name": event.name,
@@ -155,34 +132,39 @@ def kill_listener(
         emit(line)
         if count == kill_at or (event.name, record.seq) == kill_on:
             os.kill(os.getpid(), signal.SIGKILL)
-        if settling is not None and event.name != "lead" and record.kind == "turn/end":
-            # Once the store has told the whole commit this record came in (the next
-            # iteration), so that the rest of the tree is judged on what is durable.
-            asyncio.get_running_loop().call_soon(kill_if_settling, settling, event.name)
         count += 1
-
-    def kill_if_settling(runtime: DelegationRuntime, name: str) -> None:
-        if quiet_but(runtime, name, posted):
-            os.kill(os.getpid(), signal.SIGKILL)
 
     return listener
 
 
-def notices_after_a_commit(runtime: DelegationRuntime) -> None:
-    """Make every settlement notice wait for the store to commit what came before it.
+QUIET_TRIES = 4
+"""Commits a notice waits at most, with `--kill-settling`, for the rest of the tree to idle."""
 
-    A settling child's last writes and its notice are otherwise often committed together,
-    and a kill can land between them only when the store is slow; this makes the store that
-    slow, so that `--kill-settling` finds the moment in every run.
+
+def kill_before_a_quiet_notice(runtime: DelegationRuntime) -> None:
+    """`--kill-settling`: SIGKILL right before a settlement notice is written, when every
+    other loaded agent is idle and the store has committed all they wrote.
+
+    The agents' states are read before and after a flush: an agent idle before it submitted
+    its turn's end before the flush, and one still idle after it started no turn since, so no
+    turn is open in the file. A notice waits up to `QUIET_TRIES` commits for that moment
+    (a parent often ends the turn that took in an earlier notice meanwhile), then goes ahead.
     """
     manager = runtime.continuable
     notify = manager._notify_parent
 
-    async def notify_after_a_commit(act: Any, result: Any) -> bool:
-        await runtime.store.flush()
+    def others_idle(child_id: str) -> bool:
+        return all(a.status == "idle" for a in runtime.agents.values() if a.id != child_id)
+
+    async def notify_unless_killed(act: Any, result: Any) -> bool:
+        for _ in range(QUIET_TRIES):  # a commit's time each for the rest to finish its turn
+            idle = others_idle(act.id)
+            await runtime.store.flush()
+            if idle and others_idle(act.id):
+                os.kill(os.getpid(), signal.SIGKILL)
         return await notify(act, result)
 
-    manager._notify_parent = notify_after_a_commit
+    manager._notify_parent = notify_unless_killed
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -192,19 +174,13 @@ async def main(args: argparse.Namespace) -> None:
         kill_on = (name, int(seq))
     async with DelegationRuntime(
         model=ScriptedModel.from_file(args.script),
-        # With --kill-settling the kill point is a child's turn/end posted while the rest of
-        # the tree is still quiet: a write is sent at the end of its loop iteration, not held
-        # for the default window (in which the settlement notice would catch up with it).
-        store=SqliteEventStore(args.store, write_window=0 if args.kill_settling else WRITE_WINDOW),
+        store=SqliteEventStore(args.store),
         cwd=os.path.dirname(args.store),
         model_spec=f"scripted:{args.script}",
     ) as runtime:
-        settling = runtime if args.kill_settling else None
-        if settling is not None:
-            notices_after_a_commit(settling)
-        runtime.subscribe(
-            kill_listener(args.kill_at, kill_on, settling), types=(SessionEventPosted,)
-        )
+        if args.kill_settling:
+            kill_before_a_quiet_notice(runtime)
+        runtime.subscribe(kill_listener(args.kill_at, kill_on), types=(SessionEventPosted,))
         lead = await runtime.create_agent()
         emit({"root": lead.id})
         await lead.followup(PROMPT)
@@ -225,8 +201,8 @@ def parse_args() -> argparse.Namespace:
     point.add_argument(
         "--kill-settling",
         action="store_true",
-        help="SIGKILL at a child's turn/end when it has nothing pending and the rest of the "
-        "tree is idle: its settlement notice is about to be written",
+        help="SIGKILL right before a settlement notice is written while the rest of the tree "
+        "is idle with its log durable",
     )
     return parser.parse_args()
 

@@ -514,9 +514,9 @@ async def test_bug_resume_leaves_a_grandchilds_notice_unclaimed(tmp_path: Path) 
 
 
 async def test_bug_resume_never_redelivers_a_cut_off_settlement(tmp_path: Path) -> None:
-    """Killed right after a child ended a turn with nothing pending and the rest of the tree
-    idle, before its settlement notice was written (in the scripted run: `beta`'s last turn,
-    with alpha's notice accepted by the idle lead and not yet acted on).
+    """Killed right before a child's settlement notice was written, with the rest of the tree
+    idle and its log durable (in the scripted run: `beta`'s last settlement, once the lead
+    ended the turn that took in the earlier notices).
 
     No turn is open (and often nothing is pending), so `resume_unsettled` reactivated nobody and
     the lead never heard how alpha and beta ended. Expected: a member whose latest activation
@@ -532,10 +532,9 @@ async def test_bug_resume_never_redelivers_a_cut_off_settlement(tmp_path: Path) 
     activation stays registered until its last write (pinned in-process by
     `test_a_message_during_a_settlement_goes_to_the_next_epoch_of_the_whole_log`).
     """
-    # A seq would depend on how the run interleaves: the child finds the moment itself. A
-    # run may never reach one (the lead is still busy when the last child ends its turn:
-    # about 1 run in 10 on a loaded machine); such a run is resumed and checked too, then
-    # the case tries a fresh one.
+    # A seq would depend on how the run interleaves: the child finds the moment itself,
+    # waiting a few commits at each notice for the rest of the tree to idle. A run that never
+    # gets there is resumed and checked too, then the case tries a fresh one.
     for attempt in range(SETTLING_ATTEMPTS):
         files = make_files(tmp_path / f"attempt{attempt}")
         outcome = await crash_and_resume(files, ("--kill-settling",))
@@ -545,8 +544,8 @@ async def test_bug_resume_never_redelivers_a_cut_off_settlement(tmp_path: Path) 
         pytest.fail(f"no run of {SETTLING_ATTEMPTS} reached a settling child")
     for member in outcome.killed:
         assert not interrupted_turn_closers(member.records), member.row.name
-    # Input may already wait for the settling child (its next turn can begin before the
-    # post of the last one reaches the listener); what matters is the cut settlement.
+    # Input may already wait for an idle member (a message whose acceptance was not
+    # acknowledged yet); what matters is the cut settlement.
     assert unreported_settlements(outcome.killed), "the kill should cut a settlement"
     violations = [v for v in outcome.violations if not v.startswith(TREE_RUNNING)]
     assert not violations, "\n".join(violations)
