@@ -47,10 +47,15 @@ class TaskOwner:
         return len(self._tasks)
 
     async def aclose(self) -> None:
-        """Cancel every running task and wait until all have finished; safe to call twice."""
+        """Cancel every running task and wait until all have finished; safe to call twice.
+
+        A task that is done already is not waited for: `asyncio.wait` costs a loop iteration
+        even then, and an agent's driver has usually just finished when the agent is closed.
+        Its `_forget` is scheduled already (and logs its failure, if any).
+        """
         self._closed = True
-        while self._tasks:
-            pending = list(self._tasks)
+        while pending := [task for task in self._tasks if not task.done()]:
             for task in pending:
                 task.cancel()
             await asyncio.wait(pending)
+        self._tasks.clear()  # all done; closed, so none is added

@@ -276,8 +276,10 @@ lead:
   - calls: [{{tool: hold, args: {{label: lead}}}}]
   - text: Both finished.
 one:
+  - calls: [{{tool: hold, args: {{label: one}}}}]
   - text: one done
 two:
+  - calls: [{{tool: hold, args: {{label: two}}}}]
   - text: two done
 """,
         tools=[gates.tool()],
@@ -287,6 +289,9 @@ two:
         lead = await rt.create_agent()
         await lead.followup("go")
         await gates.started("lead").wait()
+        # The children finish only once the lead is in its step (they are quicker otherwise).
+        gates.release("one")
+        gates.release("two")
         await settled.reached(2)  # both children settled while the lead was in a step
         assert lead.status == "running"
         gates.release("lead")
