@@ -32,7 +32,7 @@ from ..sessions import (
 from ..tools import ToolScope
 from ._approvals import ApprovalDesk, ApprovalPolicy
 from ._budget import Ledger
-from ._bus import AgentDisposed, AgentStatusChanged, EventBus, SessionEventPosted
+from ._bus import AgentDisposed, AgentStatusChanged, EventBus
 from ._inbox import Inbox
 
 __all__ = [
@@ -313,8 +313,7 @@ class Agent:
         return await self.session.append(event)
 
     def _posted(self, session: Session, record: EventRecord) -> None:
-        if self.bus.wants(SessionEventPosted):
-            self.bus.emit(SessionEventPosted(self.id, self.name, record))
+        self.bus.post(self.id, self.name, record)
 
     def prepared(self) -> None:
         """Run `prepare` if it has not run yet (the loop calls this before each step)."""

@@ -143,6 +143,14 @@ class EventBus:
         """Whether anyone listens for events of `event_type`."""
         return bool(self._listeners or self._typed.get(event_type))
 
+    def post(self, agent_id: str, name: str, record: EventRecord) -> None:
+        """Emit `SessionEventPosted` for a durable record, if anyone listens for it.
+
+        The event is not even built otherwise: this runs for every record.
+        """
+        if self._listeners or self._typed.get(SessionEventPosted):
+            self.emit(SessionEventPosted(agent_id, name, record))
+
     @property
     def active(self) -> bool:
         return bool(self._listeners)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence, Set
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ..core import SessionEventPosted, lease_alive, replay_inbox, wake_holder
+from ..core import lease_alive, replay_inbox, wake_holder
 from ..errors import ErrorCode, LeaseHeld, NotFoundError, SubagentError, SubagentsError, UsageError
 from ..ids import MessageId, SessionId
 from ..messages import MessageSource, TextBlock, UserMessage
@@ -295,9 +295,8 @@ async def wait_for_answer(
         if count != seen:
             seen = count
             records += await store.read(target.id, tenant=runtime.tenant, from_seq=len(records))
-            if runtime.bus.wants(SessionEventPosted):
-                for record in records[posted + 1 :]:
-                    runtime.bus.emit(SessionEventPosted(target.id, name, record))
+            for record in records[posted + 1 :]:
+                runtime.bus.post(target.id, name, record)
             posted = max(posted, len(records) - 1)
             if _answered(records[target.seed_length :], message_id):
                 return records

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._task_owner import TaskOwner
-from ..core import Agent, AgentConfig, AgentRuntime, SessionEventPosted
+from ..core import Agent, AgentConfig, AgentRuntime
 from ..errors import ErrorCode, NotFoundError, SubagentError
 from ..ids import SessionId
 from ..messages import JsonObject, MessageSource, UserMessage, user_message
@@ -308,9 +308,7 @@ class ContinuableManager:
             await agent.append_after(event)  # after writes still in flight
         else:
             record = await self.runtime.append_stored(act.id, event)
-            bus = self.runtime.bus
-            if bus.wants(SessionEventPosted):
-                bus.emit(SessionEventPosted(act.id, act.full_name, record))
+            self.runtime.bus.post(act.id, act.full_name, record)
 
     async def _notify_parent(self, act: Activation, result: SubagentResult) -> bool:
         """Deliver `act`'s settlement notice to its parent; False when it was not delivered."""
