@@ -32,6 +32,7 @@ from subagents.errors import ErrorCode
 from subagents.ids import SessionId
 from subagents.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from subagents.sessions import SessionEndSeed, SqliteEventStore, TurnEnd
+from subagents.tools import tool
 
 PERMANENT = " (retrying will not help until the cause is fixed)"
 """What a diagnostic adds for a failure its error called permanent (the scripted model's)."""
@@ -180,6 +181,80 @@ worker:
             TurnEnd(turn=1, reason="aborted", cause="user")
         ]
         assert [e.stop_reason for e in lifecycle.ended] == ["aborted"]
+    model.assert_complete()
+
+
+async def test_a_foreground_childs_turn_runs_in_the_task_that_waits_for_it() -> None:
+    """Its parent only waits: the child's turn runs in the parent's task, with no task of its
+    own (a fan-out of thousands holds one task per child fewer)."""
+    seen: list[tuple[str, asyncio.Task[object] | None]] = []
+
+    @tool(name="probe")
+    async def probe(label: str) -> str:
+        """Note which task runs this call."""
+        seen.append((label, asyncio.current_task()))
+        return label
+
+    rt, model = make_runtime(
+        """
+lead:
+  - calls: [{tool: probe, args: {label: lead}}]
+  - calls: [{tool: subagent, args: {name: kid, description: Probe, prompt: Probe}}]
+  - text: done
+kid:
+  - calls: [{tool: probe, args: {label: kid}}]
+  - text: probed
+""",
+        tools=[probe],
+    )
+    async with rt:
+        lifecycle = Lifecycle(rt)
+        before = len(asyncio.all_tasks())
+        lead = await rt.create_agent()
+        await lead.followup("go")
+        await rt.wait_quiescent()
+        assert [label for label, _ in seen] == ["lead", "kid"]
+        assert seen[0][1] is not None
+        assert seen[1][1] is seen[0][1]
+        assert replies(lead)[1] == ToolReply("subagent", "probed", False, None)
+        assert [(e.name, e.stop_reason) for e in lifecycle.ended] == [("kid", "completed")]
+        assert len(asyncio.all_tasks()) == before
+    model.assert_complete()
+
+
+async def test_a_child_and_its_parent_cancelled_together_both_end_aborted() -> None:
+    """Both cancels reach the one task that runs them: the child's turn takes back its own,
+    and the parent's turn still ends with its own cause."""
+    gates = Gates()
+    rt, model = make_runtime(
+        """
+lead:
+  - calls:
+      - {tool: subagent, args: {name: worker, description: Do the work, prompt: Work}}
+worker:
+  - calls: [{tool: hold, args: {label: worker}}]
+""",
+        tools=[gates.tool()],
+    )
+    async with rt:
+        lifecycle = Lifecycle(rt)
+        lead = await rt.create_agent()
+        await lead.followup("go")
+        await gates.started("worker").wait()
+        worker = await lifecycle.child("worker", rt)
+        # Both start in one loop iteration: the task sees both before it runs again.
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(worker.cancel("user"))
+            tg.create_task(lead.cancel("user"))
+        await rt.wait_quiescent()
+        assert events(worker.session.records, TurnEnd) == [
+            TurnEnd(turn=1, reason="aborted", cause="user")
+        ]
+        assert events(lead.session.records, TurnEnd) == [
+            TurnEnd(turn=1, reason="aborted", cause="user")
+        ]
+        assert [(e.name, e.stop_reason) for e in lifecycle.ended] == [("worker", "aborted")]
+        assert list(rt.agents) == [lead.id]
     model.assert_complete()
 
 

@@ -86,7 +86,7 @@ async def run_turn(agent: Agent) -> StopReason:
             TurnEnd(
                 turn=turn.number,
                 reason="aborted",
-                cause=cause or "cancelled",
+                cause=cause or agent.outside_cause,
                 command=agent.abort_command if cause is not None else None,
             )
         )

@@ -159,9 +159,13 @@ class ServiceRun:
         started: SubagentStarted,
         schema: JsonObject | None = None,
         structured: StructuredCapture | None = None,
+        *,
+        host: Agent | None = None,
     ) -> None:
         self._service = service
         self._child = child
+        self._host = host
+        """The child's agent when its turns run in the task that waits (`launch(here=True)`)."""
         self.started = started
         self._schema = schema
         self._structured = structured
@@ -200,7 +204,7 @@ class ServiceRun:
     async def wait(self) -> SubagentResult:
         if self._result is None and not self._disposed:
             try:
-                await self._child.wait()
+                await (self._child.wait() if self._host is None else self._host.run_here())
             except Exception:
                 self._end(None)
                 raise
@@ -519,11 +523,13 @@ class SubagentService:
                 code=exc.code,
             ) from exc
 
-    async def launch(self, admission: Admission) -> ServiceRun:
+    async def launch(self, admission: Admission, *, here: bool = False) -> ServiceRun:
         """Start an admitted one-shot child and give it its prompt.
 
         The name is released if anything fails before the child exists; a child that exists
-        but cannot take its prompt is killed.
+        but cannot take its prompt is killed. `here`: the task that will `wait` runs the
+        child's turns itself (when it is an agent of this runtime), for a caller that does
+        nothing but wait for it.
         """
         book = self.name_book(admission.parent)
         parent = admission.parent
@@ -549,7 +555,11 @@ class SubagentService:
         schema = output_schema(admission)
         try:
             structured = self._establish(admission, child, model, schema)
-            await child.send(user_message(admission.prompt), durable=False)
+            host = child.local_agent if here else None
+            if host is None:
+                await child.send(user_message(admission.prompt), durable=False)
+            else:  # its turn starts when `wait` runs it
+                await host.send(user_message(admission.prompt), durable=False, wake=False)
         except BaseException:
             try:
                 await child.kill()
@@ -566,7 +576,7 @@ class SubagentService:
             local=child.local_agent is not None,
         )
         self.emit(started)
-        return ServiceRun(self, child, started, schema, structured)
+        return ServiceRun(self, child, started, schema, structured, host=host)
 
     def _establish(
         self,

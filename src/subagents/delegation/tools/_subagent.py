@@ -245,7 +245,7 @@ def _definition_for(
 
 
 async def _run_foreground(service: SubagentService, admission: Admission) -> str:
-    run = await service.launch(admission)
+    run = await service.launch(admission, here=True)
     try:
         result = await run.wait()
     finally:
