@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeAlias, cast
 
 import msgspec
 
@@ -180,8 +180,10 @@ class _Sent:
     future: asyncio.Future[None]
 
 
-_Waiter = tuple["asyncio.Future[Any] | None", "WriteDone | None"]
-"""Who hears an item's outcome: its own future (someone waits for it), or a `done` callback."""
+_Waiter: TypeAlias = "asyncio.Future[Any] | WriteDone | None"
+"""Who hears an item's outcome: its own future (someone waits for it), a `done` callback, or
+nobody (a barrier). One object, not a pair: thousands of writes can be in flight at once, and
+a pair each was a tracked tuple each for the collector."""
 
 
 class SqliteEventStore(AsyncResource):
@@ -381,7 +383,7 @@ class SqliteEventStore(AsyncResource):
             encode_header(header),
             header.seed_length,
         )
-        self._enqueue(item, 1, (future, None))
+        self._enqueue(item, 1, future)
         self._next.setdefault(header.id, 0)
         return future
 
@@ -395,7 +397,7 @@ class SqliteEventStore(AsyncResource):
             else:
                 settled.set_result(None)  # every batch sent was told: nothing to wait for
             return settled
-        return self._enqueue(_BARRIER, 0, (None, None), now=True)
+        return self._enqueue(_BARRIER, 0, None, now=True)
 
     def append(
         self,
@@ -423,7 +425,7 @@ class SqliteEventStore(AsyncResource):
                 self._conflict(session_id, known, seq)
             event = record.event
             row = (seq, KIND_OF[type(event)], event.v, record.time, _encode(event))
-            future = self._enqueue(AppendRows(session_id, [row]), 1, (None, done))
+            future = self._enqueue(AppendRows(session_id, [row]), 1, done)
             self._next[session_id] = seq + 1
             return future
         base = known if known is not None else (records[0].seq if records else 0)
@@ -436,9 +438,9 @@ class SqliteEventStore(AsyncResource):
         item = AppendRows(session_id, rows)
         if done is None:  # its own future: someone is about to wait for it
             future = self._future()
-            self._enqueue(item, len(rows), (future, None), now=True)
+            self._enqueue(item, len(rows), future, now=True)
         else:
-            future = self._enqueue(item, len(rows), (None, done))
+            future = self._enqueue(item, len(rows), done)
         if records:
             # A session this process has not written yet is checked by the writer instead.
             self._next[session_id] = base + len(records)
@@ -462,19 +464,21 @@ class SqliteEventStore(AsyncResource):
             self._next.pop(SessionId(sid), None)
         for sid in answer.created:
             self._next.setdefault(SessionId(sid), 0)
-        for (future, done), result in zip(sent.waiters, answer.results, strict=True):
+        for waiter, result in zip(sent.waiters, answer.results, strict=True):
+            if waiter is None:
+                continue
             error = error_from_wire(result) if isinstance(result, WireError) else None
-            if done is not None:
+            if not isinstance(waiter, asyncio.Future):
                 try:
-                    done(error)
+                    waiter(error)
                 except Exception:
                     log.exception("a write's done callback failed")
-            if future is None or future.done():  # a cancelled waiter: the write stands
+            elif waiter.done():  # a cancelled waiter: the write stands
                 continue
-            if error is None:
-                future.set_result(result)
+            elif error is None:
+                cast("asyncio.Future[Any]", waiter).set_result(result)
             else:
-                future.set_exception(error)
+                waiter.set_exception(error)
         if not sent.future.done():
             if answer.failure is None:
                 sent.future.set_result(None)  # each write's own outcome went to its waiter
@@ -497,14 +501,16 @@ class SqliteEventStore(AsyncResource):
             self._outbox, self._outbox_waiters, self._outbox_size = [], [], 0
             self._shared = None
         for sent in pending:
-            for future, done in sent.waiters:
-                if done is not None:
+            for waiter in sent.waiters:
+                if waiter is None:
+                    continue
+                if not isinstance(waiter, asyncio.Future):
                     try:
-                        done(error)
+                        waiter(error)
                     except Exception:
                         log.exception("a write's done callback failed")
-                if future is not None and not future.done():
-                    future.set_exception(error)
+                elif not waiter.done():
+                    waiter.set_exception(error)
             if not sent.future.done():
                 sent.future.set_exception(error)
                 sent.future.exception()
@@ -514,7 +520,7 @@ class SqliteEventStore(AsyncResource):
     async def _call(self, item: WriteItem) -> Any:
         self._check_open()
         future = self._future()
-        self._enqueue(item, 1, (future, None), now=True)
+        self._enqueue(item, 1, future, now=True)
         return await future
 
     async def acquire_lease(
@@ -543,7 +549,7 @@ class SqliteEventStore(AsyncResource):
         self._check_open()
         # The writer renews it from then on; nobody hears its outcome (a failure breaks the
         # writes after it too, which somebody does wait for).
-        self._enqueue(AcquireLease(root, holder, pid, now, ttl, address), 1, (None, None))
+        self._enqueue(AcquireLease(root, holder, pid, now, ttl, address), 1, None)
 
     async def release_lease(self, root: SessionId, *, holder: str) -> None:
         await self._call(ReleaseLease(root, holder))
