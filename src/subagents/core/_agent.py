@@ -76,12 +76,13 @@ class _Idle:
 
     def __init__(self) -> None:
         self.is_set = True
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: list[asyncio.Future[None]] | None = None
+        """Made by the first waiter: a foreground child has none (its parent runs it)."""
 
     def set(self) -> None:
         self.is_set = True
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
             if not waiter.done():
                 waiter.set_result(None)
 
@@ -92,12 +93,15 @@ class _Idle:
         if self.is_set:
             return
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        waiters = self._waiters
+        if waiters is None:
+            waiters = self._waiters = []
+        waiters.append(waiter)
         try:
             await waiter
         finally:
-            if waiter in self._waiters:  # cancelled: not left behind for `set`
-                self._waiters.remove(waiter)
+            if waiter in waiters:  # cancelled: not left behind for `set`
+                waiters.remove(waiter)
 
 
 @functools.lru_cache(maxsize=64)

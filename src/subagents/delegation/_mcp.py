@@ -20,7 +20,7 @@ import asyncio
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set as AbstractSet
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -164,10 +164,11 @@ class _Offered:
     """What one agent has been offered so far."""
 
     scope: McpScope
-    done: set[str] = field(default_factory=set[str])
+    done: frozenset[str] = frozenset()
     """Servers whose tools it has (the others failed to start, or were not tried yet)."""
-    tools: set[str] = field(default_factory=set[str])
-    """The names registered for it."""
+    tools: AbstractSet[str] = frozenset()
+    """The names registered for it. Both are replaced, never changed in place: most agents
+    are offered nothing, and an empty set each was two objects for the collector to walk."""
 
 
 class McpTools:
@@ -263,17 +264,18 @@ class McpTools:
             allows=offered.scope.allows,
         )
         deferred = {spec.name for spec in offer.deferred}
+        offered.tools = tools = set(offered.tools)
         for spec in (*offer.listed, *offer.deferred):
-            if spec.name not in offered.tools:
+            if spec.name not in tools:
                 agent.tools.register(spec, listed=spec.name not in deferred)
-                offered.tools.add(spec.name)
+                tools.add(spec.name)
         if offer.search is not None:  # one search over every deferred tool so far
-            if MCP_SEARCH_TOOL in offered.tools:
+            if MCP_SEARCH_TOOL in tools:
                 agent.tools.unregister(MCP_SEARCH_TOOL)
             agent.tools.register(offer.search)
-            offered.tools.add(MCP_SEARCH_TOOL)
+            tools.add(MCP_SEARCH_TOOL)
         failed = [p for p in offer.problems if p.tool is None]
-        offered.done = set(offered.scope.servers) - {p.server for p in failed} - set(refused)
+        offered.done = frozenset(offered.scope.servers) - {p.server for p in failed} - set(refused)
         lines = [f"{name}: {why}" for name, why in refused.items()]
         lines += [f"{p.server}: {p.message}" for p in failed]
         _tell(agent, _unavailable_lines(lines) if lines else None)

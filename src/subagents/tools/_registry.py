@@ -98,7 +98,8 @@ class ToolScope:
         self._base = base
         self._own: dict[str, ToolSpec] = {}
         self._unlisted = _NO_NAMES
-        self._guards: list[Guard] = []
+        self._guards: tuple[Guard, ...] = ()
+        """Its own guards (a tuple replaced on change: most agents add none)."""
         self._allow: frozenset[str] | None = None
         self._deny = _NO_NAMES
         self._hidden_tags = _NO_NAMES
@@ -126,7 +127,7 @@ class ToolScope:
             self._schemas = None
 
     def add_guard(self, guard: Guard) -> None:
-        self._guards.append(guard)
+        self._guards = (*self._guards, guard)
 
     def restrict(
         self, *, allow: frozenset[str] | None = None, deny: frozenset[str] = frozenset()
@@ -188,6 +189,6 @@ class ToolScope:
     def close(self) -> None:
         self._own.clear()
         self._unlisted = _NO_NAMES
-        self._guards.clear()
+        self._guards = ()
         self._schemas = None
         self.closed = True
