@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Protocol
+from collections.abc import Coroutine
+from typing import Any, Protocol
 
 __all__ = ["Clock", "FakeClock", "GatedClock", "SystemClock"]
 
@@ -19,8 +20,8 @@ class Clock(Protocol):
         """Seconds since the epoch."""
         ...
 
-    async def sleep(self, seconds: float) -> None:
-        """Wait `seconds` of this clock's time."""
+    def sleep(self, seconds: float) -> Coroutine[Any, Any, None]:
+        """Wait `seconds` of this clock's time (an `async def` is one)."""
         ...
 
 
@@ -30,8 +31,10 @@ class SystemClock:
     def now(self) -> float:
         return time.time()
 
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+    def sleep(self, seconds: float) -> Coroutine[Any, Any, None]:
+        # asyncio's own sleep, not a coroutine around it: a frame fewer in every sleeping
+        # model call (thousands at once in a fan-out).
+        return asyncio.sleep(seconds)
 
 
 class FakeClock:
