@@ -27,7 +27,7 @@ from subagents.core import (
     AgentStatusChanged,
 )
 from subagents.core._agent import CONTEXT_CLEARED, CONTEXT_OPENING
-from subagents.core._inbox import Inbox
+from subagents.core._inbox import Inbox, replay_inbox
 from subagents.errors import ErrorCode, UsageError
 from subagents.messages import (
     AssistantMessage,
@@ -509,15 +509,8 @@ async def test_remove_and_clear_are_durable_cancellations(clock: FakeClock) -> N
 
 
 def replayed(records: Iterable[EventRecord]) -> Inbox:
-    def refuse(event: SessionEvent) -> EventRecord:
-        raise AssertionError("replay must not write")
-
-    async def no_flush() -> None:
-        raise AssertionError("replay must not write")
-
-    inbox = Inbox(refuse, no_flush)
-    inbox.replay(records)
-    return inbox
+    """The inbox a log replays to (read-only: a write would fail the test)."""
+    return replay_inbox(records)
 
 
 async def test_inbox_replay_equals_the_live_lists() -> None:

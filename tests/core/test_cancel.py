@@ -16,7 +16,7 @@ from typing import TypeVar
 import pytest
 
 from subagents.core import Agent, AgentDisposed, AgentRuntime
-from subagents.core._inbox import Inbox
+from subagents.core._inbox import Inbox, replay_inbox
 from subagents.errors import ClosedError, ErrorCode
 from subagents.messages import (
     AssistantMessage,
@@ -141,15 +141,8 @@ def texts(messages: Iterable[Message]) -> list[str]:
 
 
 def replayed(records: Iterable[EventRecord]) -> Inbox:
-    def refuse(event: SessionEvent) -> EventRecord:
-        raise AssertionError("replay must not write")
-
-    async def no_flush() -> None:
-        raise AssertionError("replay must not write")
-
-    inbox = Inbox(refuse, no_flush)
-    inbox.replay(records)
-    return inbox
+    """The inbox a log replays to (read-only: a write would fail the test)."""
+    return replay_inbox(records)
 
 
 ABORTED_STEP = ["step/end", "turn/end"]

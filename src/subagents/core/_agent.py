@@ -237,7 +237,7 @@ class Agent:
         self.approvals = approvals if approvals is not None else ApprovalDesk()
         self.waiting: WaitingStep | None = None
         """A turn a restart left waiting for a decision, which its next run takes up."""
-        self.inbox = Inbox(self.session.submit, self.session.flush)
+        self.inbox = Inbox(session)
         self._tasks = TaskOwner(f"agent {config.name}")
         self._status: Literal["idle", "running"] = "idle"
         self._idle = _Idle()

@@ -8,7 +8,8 @@ that enters the message, so claiming costs no extra write.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
+from typing import Protocol
 
 from ..errors import ErrorCode, UsageError
 from ..ids import MessageId
@@ -17,8 +18,13 @@ from ..sessions import EventRecord, InboxSpliced, InboxTarget, SessionEvent, Use
 
 __all__ = ["Inbox", "replay_inbox"]
 
-Submit = Callable[[SessionEvent], EventRecord]
-Flush = Callable[[], Awaitable[None]]
+
+class InboxLog(Protocol):
+    """Where an inbox records its splices: its agent's session."""
+
+    def submit(self, event: SessionEvent) -> EventRecord: ...
+
+    async def flush(self) -> None: ...
 
 
 class Inbox:
@@ -29,9 +35,10 @@ class Inbox:
     durable.
     """
 
-    def __init__(self, submit: Submit, flush: Flush) -> None:
-        self._submit = submit
-        self._flush = flush
+    def __init__(self, log: InboxLog) -> None:
+        self._log = log
+        """Its session itself, not its two bound methods: an agent has one inbox, and a
+        fan-out holds thousands of agents (two objects each for the collector to walk)."""
         self.next_turn: list[UserMessage] = []
         self.next_step: list[UserMessage] = []
 
@@ -51,10 +58,10 @@ class Inbox:
         if message.id in self.pending_ids():
             raise UsageError(f'message "{message.id}" is already pending', code=ErrorCode.DUPLICATE)
         items = self._list(target)
-        self._submit(InboxSpliced(target=target, start=len(items), inserted=(message,)))
+        self._log.submit(InboxSpliced(target=target, start=len(items), inserted=(message,)))
         items.append(message)
         if durable:
-            await self._flush()
+            await self._log.flush()
 
     async def remove(self, message_id: str) -> bool:
         """Durably cancel one pending message; False when it is no longer pending."""
@@ -62,11 +69,11 @@ class Inbox:
             items = self._list(target)
             for index, message in enumerate(items):
                 if message.id == message_id:
-                    self._submit(
+                    self._log.submit(
                         InboxSpliced(target=target, start=index, removed=1, outcome="canceled")
                     )
                     del items[index]
-                    await self._flush()
+                    await self._log.flush()
                     return True
         return False
 
@@ -76,13 +83,13 @@ class Inbox:
         for target in ("next-step", "next-turn"):
             items = self._list(target)
             if items:
-                self._submit(
+                self._log.submit(
                     InboxSpliced(target=target, start=0, removed=len(items), outcome="canceled")
                 )
                 dropped.extend(items)
                 items.clear()
         if dropped:
-            await self._flush()
+            await self._log.flush()
         return dropped
 
     def claim(self, first_step: bool) -> list[UserMessage]:
@@ -117,16 +124,21 @@ class Inbox:
                     return
 
 
-def _read_only(event: SessionEvent) -> EventRecord:
-    raise AssertionError("a replayed inbox is read-only")
+class _ReadOnly:
+    """The log of a replayed inbox, which is never changed."""
+
+    def submit(self, event: SessionEvent) -> EventRecord:
+        raise AssertionError("a replayed inbox is read-only")
+
+    async def flush(self) -> None:
+        raise AssertionError("a replayed inbox is read-only")
 
 
-async def _no_flush() -> None:
-    raise AssertionError("a replayed inbox is read-only")
+_READ_ONLY = _ReadOnly()
 
 
 def replay_inbox(records: Iterable[EventRecord]) -> Inbox:
     """The pending input a log holds (records after any fork seed), as a read-only inbox."""
-    inbox = Inbox(_read_only, _no_flush)
+    inbox = Inbox(_READ_ONLY)
     inbox.replay(records)
     return inbox
