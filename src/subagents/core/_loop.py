@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Literal
 from ..errors import ErrorCode, ModelError, SubagentsError
 from ..ids import new_message_id
 from ..messages import AssistantMessage, ToolCallBlock, ToolResultMessage, user_message
-from ..models import BlockAssembler, ModelChunk, ModelRequest, ReasoningDelta, TextDelta
+from ..models import (
+    BlockAssembler,
+    FinishReason,
+    ModelChunk,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+)
 from ..sessions import (
     ApprovalRequest,
     AssistantMessageEvent,
@@ -223,67 +230,108 @@ def _log_request_header(agent: Agent, request: ModelRequest) -> None:
 async def _run_step(
     agent: Agent, turn: int, step: int, reservation: CallReservation | None
 ) -> StepOutcome:
-    record = agent.record
     request = _build_request(agent)
     _log_request_header(agent, request)
-    assembler = BlockAssembler(provider=agent.model.provider, model=agent.model.name)
+    # Made with the first chunk: until then the call only waits (thousands of children's
+    # calls at once in a fan-out), and an empty assembler is three objects to walk each.
+    assembler: BlockAssembler | None = None
     agent.call_index += 1
     emit_delta = _delta_emitter(agent, turn, step)
     try:
         async for chunk in agent.model.stream(request):
+            if assembler is None:
+                assembler = _assembler(agent)
             assembler.feed(chunk)
             if emit_delta is not None:
                 emit_delta(chunk)
     except asyncio.CancelledError:
-        if assembler.has_visible_text():
-            partial = assembler.message(interrupted=True)
-            record(
-                AssistantMessageEvent(
-                    turn=turn, step=step, message=partial, usage=assembler.usage, interrupted=True
-                )
-            )
-            agent.transcript.append(partial)
-            if reservation is not None:
-                reservation.settle(assembler.usage)
-        else:
-            # Nothing of this call reached the log, so it consumed no response: a live agent
-            # and one resumed from the log must agree on the next call index.
-            agent.call_index -= 1
+        _interrupted(agent, assembler, turn, step, reservation)
         raise
     except Exception as exc:
-        error = (
-            exc
-            if isinstance(exc, ModelError)
-            else ModelError(f"model adapter failed: {type(exc).__name__}: {exc}")
-        )
-        record(
-            ModelErrorEvent(
-                turn=turn,
-                step=step,
-                code=error.code,
-                message=error.message,
-                retryable=error.retryable,
-            )
-        )
-        if reservation is not None:
-            reservation.settle(None)
-        raise error from exc
-    message = assembler.message()
-    record(
-        AssistantMessageEvent(
-            turn=turn, step=step, message=message, finish=assembler.finish, usage=assembler.usage
-        )
-    )
-    if reservation is not None:
-        reservation.settle(assembler.usage)
-    if message.content:
-        agent.transcript.append(message)
-    if assembler.finish in ("max-tokens", "refusal"):
-        return "max-tokens" if assembler.finish == "max-tokens" else "refusal"
+        raise _failed(agent, exc, turn, step, reservation) from exc
+    message, finish = _answered(agent, assembler, turn, step, reservation)
+    # The assembler is not kept through the tool calls below: in a fan-out it holds the
+    # parts of thousands of calls.
+    assembler = None
+    if finish in ("max-tokens", "refusal"):
+        return "max-tokens" if finish == "max-tokens" else "refusal"
     if not message.tool_calls:
         return "completed"
     concluded = await _run_tools(agent, turn, step, message)
     return "completed" if concluded else "continue"
+
+
+def _answered(
+    agent: Agent,
+    assembler: BlockAssembler | None,
+    turn: int,
+    step: int,
+    reservation: CallReservation | None,
+) -> tuple[AssistantMessage, FinishReason]:
+    """Record a call's whole answer (a stream without a chunk is an empty one)."""
+    if assembler is None:
+        assembler = _assembler(agent)
+    message = assembler.message()
+    finish, usage = assembler.finish, assembler.usage
+    agent.record(
+        AssistantMessageEvent(turn=turn, step=step, message=message, finish=finish, usage=usage)
+    )
+    if reservation is not None:
+        reservation.settle(usage)
+    if message.content:
+        agent.transcript.append(message)
+    return message, finish
+
+
+def _interrupted(
+    agent: Agent,
+    assembler: BlockAssembler | None,
+    turn: int,
+    step: int,
+    reservation: CallReservation | None,
+) -> None:
+    """Record what a cancelled call had said, if anything visible."""
+    if assembler is not None and assembler.has_visible_text():
+        partial = assembler.message(interrupted=True)
+        agent.record(
+            AssistantMessageEvent(
+                turn=turn, step=step, message=partial, usage=assembler.usage, interrupted=True
+            )
+        )
+        agent.transcript.append(partial)
+        if reservation is not None:
+            reservation.settle(assembler.usage)
+    else:
+        # Nothing of this call reached the log, so it consumed no response: a live agent
+        # and one resumed from the log must agree on the next call index.
+        agent.call_index -= 1
+
+
+def _failed(
+    agent: Agent, exc: Exception, turn: int, step: int, reservation: CallReservation | None
+) -> ModelError:
+    """Record a failed call; the error its turn ends with."""
+    error = (
+        exc
+        if isinstance(exc, ModelError)
+        else ModelError(f"model adapter failed: {type(exc).__name__}: {exc}")
+    )
+    agent.record(
+        ModelErrorEvent(
+            turn=turn,
+            step=step,
+            code=error.code,
+            message=error.message,
+            retryable=error.retryable,
+        )
+    )
+    if reservation is not None:
+        reservation.settle(None)
+    return error
+
+
+def _assembler(agent: Agent) -> BlockAssembler:
+    return BlockAssembler(provider=agent.model.provider, model=agent.model.name)
 
 
 def _delta_emitter(agent: Agent, turn: int, step: int) -> Callable[[ModelChunk], None] | None:
