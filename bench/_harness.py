@@ -167,6 +167,10 @@ class Stopwatch:
       reset when it starts), so that `run_peak_rss_kib - start_rss_kib` is what the run
       added, not an earlier peak of the imports. Without `/proc` it falls back to
       `ru_maxrss`.
+
+    It also counts the garbage collector's full (generation-2) collections during the
+    measured part: at scale they are a large share of the time, and a few objects more per
+    child can add one (docs/benchmarks.md §5), which the count shows without timing noise.
     """
 
     def __init__(self) -> None:
@@ -178,6 +182,7 @@ class Stopwatch:
         self._peak_before = 0
         self._reset = False
         self._start = 0.0
+        self.full_collections = 0
 
     def __enter__(self) -> Self:
         gc.collect()
@@ -185,8 +190,13 @@ class Stopwatch:
         self._reset = _reset_peak()
         current = _status_kib("VmRSS")
         self.start_rss_kib = current if current is not None else self._peak_before
+        gc.callbacks.append(self._collected)
         self._start = time.perf_counter()
         return self
+
+    def _collected(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            self.full_collections += 1
 
     def __exit__(
         self,
@@ -195,6 +205,7 @@ class Stopwatch:
         tb: TracebackType | None,
     ) -> None:
         self.wall_s = time.perf_counter() - self._start
+        gc.callbacks.remove(self._collected)
         peak = _maxrss_kib()
         run_peak = _status_kib("VmHWM") if self._reset else None
         self.peak_rss_kib = max(self._peak_before, peak)
@@ -260,6 +271,8 @@ class WorkerReport:
     """Resident memory (KiB) when the measured part began."""
     run_peak_rss_kib: int = 0
     """Peak resident memory (KiB) during the measured part; growth = this - start."""
+    full_collections: int = 0
+    """Full (generation-2) garbage collections during the measured part."""
     version: str = ""
 
     def to_json(self) -> str:
@@ -300,6 +313,7 @@ def worker_main(
         report.start_rss_kib = observed.watch.start_rss_kib
         report.run_peak_rss_kib = observed.watch.run_peak_rss_kib
         report.wall_s = observed.watch.wall_s
+        report.full_collections = observed.watch.full_collections
         report.problems = validate(measured_spec, observed)
         report.ok = not report.problems
     except Exception as exc:

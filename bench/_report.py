@@ -69,6 +69,10 @@ class Cell:
         return statistics.median(r.peak_rss_kib for r in self.reports) / 1024
 
     @property
+    def full_collections(self) -> float:
+        return statistics.median(r.full_collections for r in self.reports)
+
+    @property
     def kib_per_child(self) -> float:
         return statistics.median(
             max(0, r.run_peak_rss_kib - r.start_rss_kib) / r.size for r in self.reports
@@ -100,6 +104,7 @@ def render_table(cells: list[Cell], floors: list[Cell], *, title: str) -> str:
         "x floor",
         "peak RSS MiB",
         "KiB/child",
+        "full GCs",
     ]
     rows: list[list[str]] = []
     notes: dict[tuple[str, str, str], list[str]] = {}  # (system, mark, reason) -> scenarios
@@ -108,7 +113,9 @@ def render_table(cells: list[Cell], floors: list[Cell], *, title: str) -> str:
         if not cell.valid:
             mark = "n/a" if cell.status == "n/a" else "INVALID"
             notes.setdefault((cell.system.label, mark, cell.reason), []).append(cell.scenario)
-            rows.append([name, cell.system.label, UNITS[cell.scenario], mark, "", "", "", "", ""])
+            rows.append(
+                [name, cell.system.label, UNITS[cell.scenario], mark, "", "", "", "", "", ""]
+            )
             continue
         values = cell.values
         ratio = floor.get(cell.scenario)
@@ -123,10 +130,11 @@ def render_table(cells: list[Cell], floors: list[Cell], *, title: str) -> str:
                 f"{cell.median / ratio:,.1f}" if ratio else "",
                 f"{cell.peak_rss_mib:.1f}",
                 f"{cell.kib_per_child:.1f}" if cell.scenario == "S3" else "",
+                f"{cell.full_collections:g}",
             ]
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    numeric = {3, 4, 5, 6, 7, 8}
+    numeric = {3, 4, 5, 6, 7, 8, 9}
 
     def line(row: list[str]) -> str:
         parts = [
@@ -188,12 +196,14 @@ def render_json(cells: list[Cell], floors: list[Cell], meta: dict[str, Any]) -> 
                 "vs_floor": cell.median / ratio if ratio else None,
                 "peak_rss_mib": cell.peak_rss_mib,
                 "kib_per_child": cell.kib_per_child,
+                "full_collections": cell.full_collections,
                 "runs": [
                     {
                         "wall_s": r.wall_s,
                         "peak_rss_kib": r.peak_rss_kib,
                         "start_rss_kib": r.start_rss_kib,
                         "run_peak_rss_kib": r.run_peak_rss_kib,
+                        "full_collections": r.full_collections,
                     }
                     for r in cell.reports
                 ],

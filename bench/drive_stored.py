@@ -463,6 +463,7 @@ def run_main(scenario: StoredScenario, tree_dir: Path, profile: Path | None = No
                 profiler.dump_stats(profile)
         watch = outcome.watch
         report.wall_s = watch.wall_s
+        report.full_collections = watch.full_collections
         report.peak_rss_kib = watch.peak_rss_kib
         report.start_rss_kib = watch.start_rss_kib
         report.run_peak_rss_kib = watch.run_peak_rss_kib
