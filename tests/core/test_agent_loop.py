@@ -25,9 +25,9 @@ from subagents.core import (
     AgentFailed,
     AgentRuntime,
     AgentStatusChanged,
+    replay_inbox,
 )
 from subagents.core._agent import CONTEXT_CLEARED, CONTEXT_OPENING
-from subagents.core._inbox import Inbox, replay_inbox
 from subagents.errors import ErrorCode, UsageError
 from subagents.messages import (
     AssistantMessage,
@@ -40,7 +40,6 @@ from subagents.messages import (
 )
 from subagents.sessions import (
     AssistantMessageEvent,
-    EventRecord,
     InboxSpliced,
     ModelErrorEvent,
     RequestHeader,
@@ -508,11 +507,6 @@ async def test_remove_and_clear_are_durable_cancellations(clock: FakeClock) -> N
     model.assert_complete()
 
 
-def replayed(records: Iterable[EventRecord]) -> Inbox:
-    """The inbox a log replays to (read-only: a write would fail the test)."""
-    return replay_inbox(records)
-
-
 async def test_inbox_replay_equals_the_live_lists() -> None:
     clock = GatedClock()
     model = scripted(
@@ -524,7 +518,7 @@ async def test_inbox_replay_equals_the_live_lists() -> None:
         agent = await rt.create_agent()
 
         def check() -> None:
-            inbox = replayed(agent.session.records)
+            inbox = replay_inbox(agent.session.records)
             assert inbox.next_turn == agent.inbox.next_turn
             assert inbox.next_step == agent.inbox.next_step
 

@@ -15,8 +15,7 @@ from typing import TypeVar
 
 import pytest
 
-from subagents.core import Agent, AgentDisposed, AgentRuntime
-from subagents.core._inbox import Inbox, replay_inbox
+from subagents.core import Agent, AgentDisposed, AgentRuntime, replay_inbox
 from subagents.errors import ClosedError, ErrorCode
 from subagents.messages import (
     AssistantMessage,
@@ -37,7 +36,6 @@ from subagents.models import (
 )
 from subagents.sessions import (
     AssistantMessageEvent,
-    EventRecord,
     InboxSpliced,
     SessionEvent,
     ToolCallEvent,
@@ -138,11 +136,6 @@ def texts(messages: Iterable[Message]) -> list[str]:
             case ToolResultMessage():
                 out.append(f"tool:{message.content}")
     return out
-
-
-def replayed(records: Iterable[EventRecord]) -> Inbox:
-    """The inbox a log replays to (read-only: a write would fail the test)."""
-    return replay_inbox(records)
 
 
 ABORTED_STEP = ["step/end", "turn/end"]
@@ -279,7 +272,7 @@ async def test_cancel_without_keep_inbox_durably_cancels_pending_items(clock: Fa
         ]
         assert agent.inbox.next_turn == []
         assert agent.inbox.next_step == []
-        inbox = replayed(agent.session.records)
+        inbox = replay_inbox(agent.session.records)
         assert inbox.next_turn == []
         assert inbox.next_step == []
         assert events(agent, TurnEnd) == [TurnEnd(turn=1, reason="aborted", cause="user")]
@@ -680,7 +673,7 @@ async def test_dispose_with_keep_inbox_leaves_pending_input_in_the_log(clock: Fa
         await agent.dispose(keep_inbox=True)
         assert events(agent, TurnEnd) == [TurnEnd(turn=1, reason="aborted", cause="disposed")]
         # Disposal never starts the pending turn; it stays in the log for a later resume.
-        assert [m.text for m in replayed(agent.session.records).next_turn] == ["B"]
+        assert [m.text for m in replay_inbox(agent.session.records).next_turn] == ["B"]
         assert entered(agent) == [(1, "A")]
         assert agent.live_tasks() == 0
 

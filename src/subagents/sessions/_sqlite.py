@@ -186,6 +186,23 @@ nobody (a barrier). One object, not a pair: thousands of writes can be in flight
 a pair each was a tracked tuple each for the collector."""
 
 
+def _tell(
+    waiter: asyncio.Future[Any] | WriteDone, result: object, error: BaseException | None
+) -> None:
+    """Tell one write's outcome to its waiter: its `done` callback, or its own future."""
+    if not isinstance(waiter, asyncio.Future):
+        try:
+            waiter(error)
+        except Exception:
+            log.exception("a write's done callback failed")
+    elif waiter.done():  # a cancelled waiter: the write stands
+        return
+    elif error is None:
+        cast("asyncio.Future[Any]", waiter).set_result(result)
+    else:
+        waiter.set_exception(error)
+
+
 class SqliteEventStore(AsyncResource):
     """The default store: `path` is the database file (parent directories are created).
 
@@ -465,20 +482,9 @@ class SqliteEventStore(AsyncResource):
         for sid in answer.created:
             self._next.setdefault(SessionId(sid), 0)
         for waiter, result in zip(sent.waiters, answer.results, strict=True):
-            if waiter is None:
-                continue
-            error = error_from_wire(result) if isinstance(result, WireError) else None
-            if not isinstance(waiter, asyncio.Future):
-                try:
-                    waiter(error)
-                except Exception:
-                    log.exception("a write's done callback failed")
-            elif waiter.done():  # a cancelled waiter: the write stands
-                continue
-            elif error is None:
-                cast("asyncio.Future[Any]", waiter).set_result(result)
-            else:
-                waiter.set_exception(error)
+            if waiter is not None:
+                error = error_from_wire(result) if isinstance(result, WireError) else None
+                _tell(waiter, result, error)
         if not sent.future.done():
             if answer.failure is None:
                 sent.future.set_result(None)  # each write's own outcome went to its waiter
@@ -502,15 +508,8 @@ class SqliteEventStore(AsyncResource):
             self._shared = None
         for sent in pending:
             for waiter in sent.waiters:
-                if waiter is None:
-                    continue
-                if not isinstance(waiter, asyncio.Future):
-                    try:
-                        waiter(error)
-                    except Exception:
-                        log.exception("a write's done callback failed")
-                elif not waiter.done():
-                    waiter.set_exception(error)
+                if waiter is not None:
+                    _tell(waiter, None, error)
             if not sent.future.done():
                 sent.future.set_exception(error)
                 sent.future.exception()
