@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
 from hypothesis import given, strategies as st
 
 from subagents.ids import (
-    _uuid4_text,
     _uuid7_text,
     check_session_id,
     new_message_id,
     new_session_id,
 )
-
-
-@given(st.integers(min_value=0, max_value=(1 << 128) - 1))
-def test_uuid4_text_is_the_uuid_modules_spelling(bits: int) -> None:
-    assert _uuid4_text(bits) == str(uuid.UUID(int=bits, version=4))
 
 
 @given(
@@ -47,3 +42,20 @@ def test_new_ids_are_distinct_uuids_a_session_id_check_accepts() -> None:
     stamps = [uuid.UUID(s).int >> 80 for s in sessions]
     assert stamps == sorted(stamps)
     assert before <= stamps[0] <= stamps[-1] <= after
+
+
+def test_a_forked_process_makes_message_ids_its_parent_does_not() -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, then out without running anything of pytest's
+        os.write(write, " ".join(new_message_id() for _ in range(100)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        forked = pipe.read().split()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    here = [new_message_id() for _ in range(100)]
+    assert len(forked) == 100
+    assert not set(forked) & set(here)
+    assert all(uuid.UUID(m).version == 4 for m in forked)

@@ -1,12 +1,12 @@
 """Identifiers: every id is a UUID string (36 characters), so it never parses as a name.
 
-Session ids are uuid7 (time-ordered, unguessable), message ids uuid4-shaped.
+Session ids are uuid7 (time-ordered, unguessable), message ids uuid4-shaped (unique).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
-import random
 import re
 import time
 from typing import NewType
@@ -23,8 +23,6 @@ __all__ = [
     "new_message_id",
     "new_session_id",
 ]
-
-_random = random.Random()  # seeded from the OS once, then a fast PRNG
 
 SessionId = NewType("SessionId", str)
 MessageId = NewType("MessageId", str)
@@ -47,12 +45,13 @@ def new_session_id() -> SessionId:
 
 
 def new_message_id() -> MessageId:
-    """A uuid4-shaped id from a fast generator.
+    """A uuid4-shaped id: this process's random prefix, then a counter.
 
-    Message ids must be unique, not secret; session ids, which name what a caller may
-    address, come from the OS's random source.
+    Message ids must be unique, not secret (session ids, which name what a caller may
+    address, are the unguessable ones), and a delegation makes five: one format each.
     """
-    return MessageId(_uuid4_text(_random.getrandbits(128)))
+    ids = _message_ids
+    return MessageId(f"{ids.prefix}{next(ids.counter) & _LOW_48:012x}")
 
 
 _KEEP = ~((0xF << 76) | (0x3 << 62)) & ((1 << 128) - 1)  # all but the version and variant
@@ -60,11 +59,25 @@ _UUID4_BITS = (0x4 << 76) | (0x8 << 60)  # version 4, RFC 4122 variant
 _UUID7_BITS = (0x7 << 76) | (0x8 << 60)  # version 7, the same variant
 _RANDOM_80 = (1 << 80) - 1
 _MILLIS_48 = (1 << 48) - 1
+_LOW_48 = (1 << 48) - 1
 
 
-def _uuid4_text(bits: int) -> str:
-    """`str(uuid.UUID(int=bits, version=4))`, in a third of the time (ids are made per event)."""
-    return _spelled((bits & _KEEP) | _UUID4_BITS)
+class _MessageIds:
+    """The first 74 random bits of this process's message ids, and the counter after them."""
+
+    def __init__(self) -> None:
+        self.prefix = ""
+        self.counter = itertools.count()
+        self.draw()
+
+    def draw(self) -> None:
+        """New random bits, and a counter from a random start.
+
+        Again in a forked child, which would otherwise make its parent's ids.
+        """
+        bits = (int.from_bytes(os.urandom(16), "big") & _KEEP) | _UUID4_BITS
+        self.prefix = _spelled(bits)[:24]  # the four groups before the last, and its dash
+        self.counter = itertools.count(bits & _LOW_48)
 
 
 def _uuid7_text(millis: int, random_bits: int) -> str:
@@ -77,6 +90,9 @@ def _spelled(bits: int) -> str:
     h = "%032x" % bits  # noqa: UP031 (faster than format() here)
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
+
+_message_ids = _MessageIds()
+os.register_at_fork(after_in_child=_message_ids.draw)
 
 _SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
