@@ -12,6 +12,7 @@ import json
 from typing import Literal
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from subagents.core import AgentRuntime
 from subagents.errors import DuplicateError, ErrorCode, ToolError, UsageError
@@ -26,6 +27,7 @@ from subagents.tools import (
     ToolScope,
     ToolSpec,
     execute_tool,
+    parse_arguments,
     tool,
 )
 
@@ -448,6 +450,38 @@ async def test_malformed_argument_strings_are_invalid_args(raw: str, detail: str
     assert outcome.code == ErrorCode.INVALID_ARGS
     assert outcome.content.startswith(f"Error: invalid arguments: {detail}")
     assert calls == []
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300)
+@given(
+    st.dictionaries(st.text(), _JSON_VALUES, max_size=4)
+    | st.sampled_from(['{"a": NaN}', '{"a": 1e400}', '{"a": "\\ud800"}', '{"a": 1, "a": 2}'])
+    | st.text(),
+    st.booleans(),
+)
+def test_arguments_parse_as_the_standard_json_module_parses_them(
+    value: JsonObject | str, ascii_only: bool
+) -> None:
+    raw = value if isinstance(value, str) else json.dumps(value, ensure_ascii=ascii_only)
+    parsed = parse_arguments(raw)
+    try:
+        expected: object = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError:
+        assert isinstance(parsed, ToolOutcome)
+        assert parsed.code == ErrorCode.INVALID_ARGS
+        return
+    if isinstance(expected, dict):
+        assert parsed == expected or json.dumps(parsed) == json.dumps(expected)  # NaN != NaN
+    else:
+        assert isinstance(parsed, ToolOutcome)
+        assert parsed.code == ErrorCode.INVALID_ARGS
 
 
 @pytest.mark.parametrize("raw", ["", "   "])

@@ -12,6 +12,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
+
 from ..errors import ErrorCode, SubagentsError
 from ..messages import JsonObject, ToolCallBlock
 from ._definition import ToolContext, ToolResult, ToolSpec
@@ -45,17 +47,28 @@ def error_outcome(message: str, code: str) -> ToolOutcome:
     return ToolOutcome(f"Error: {message}", is_error=True, code=code)
 
 
+_decode_json = msgspec.json.Decoder().decode
+
+
 def parse_arguments(raw: str) -> JsonObject | ToolOutcome:
-    """Parse the model's argument string: empty means `{}`; anything but an object is an error."""
+    """Parse the model's argument string: empty means `{}`; anything but an object is an error.
+
+    msgspec parses what it accepts as `json.loads` would, in a sixth of the time (every tool
+    call pays it); what it refuses goes to `json.loads`, which also takes `NaN`, `1e400` and
+    lone surrogates, and whose message names the position of real errors.
+    """
     if not raw.strip():
         return {}
     try:
-        value: Any = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return error_outcome(
-            f"invalid arguments: not valid JSON ({exc.msg} at position {exc.pos})",
-            ErrorCode.INVALID_ARGS,
-        )
+        value: Any = _decode_json(raw)
+    except msgspec.DecodeError:
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            return error_outcome(
+                f"invalid arguments: not valid JSON ({exc.msg} at position {exc.pos})",
+                ErrorCode.INVALID_ARGS,
+            )
     if not isinstance(value, dict):
         return error_outcome(
             f"invalid arguments: expected a JSON object, got {type(value).__name__}",
