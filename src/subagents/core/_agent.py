@@ -154,9 +154,19 @@ class AgentConfig:
         self, topic: str, text: str, *, order: Sequence[str] = ()
     ) -> tuple[tuple[str, str], ...]:
         """The `context` that `with_context` gives (for a caller changing more than it)."""
-        context = [(t, x) for t, x in self.context if t != topic]
-        at = next((i for i, (t, _) in enumerate(self.context) if t == topic), len(context))
-        context.insert(at, (topic, text))
+        return self.context_saying(((topic, text),), order=order)
+
+    def context_saying(
+        self, told: Sequence[tuple[str, str]], *, order: Sequence[str] = ()
+    ) -> tuple[tuple[str, str], ...]:
+        """The `context` telling each `(topic, text)` of `told`, as `context_with` tells one."""
+        context = list(self.context)
+        for topic, text in told:
+            at = next((i for i, (t, _) in enumerate(context) if t == topic), None)
+            if at is None:
+                context.append((topic, text))
+            else:
+                context[at] = (topic, text)
         if order:
             rank = {name: index for index, name in enumerate(order)}
             context.sort(key=lambda item: rank.get(item[0], len(rank)))

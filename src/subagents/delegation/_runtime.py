@@ -730,9 +730,8 @@ class DelegationRuntime(AgentRuntime):
 
     def setup_agent(self, agent: Agent) -> None:
         """Fix a new agent's file policy; give a resumed definition root its recorded scope."""
-        agent.prepare = self._settle_in
+        agent.prepare = self._settle_in  # which also says its file policy
         self.modes.fix(agent)
-        self._tell_file_policy(agent)
         offer_approve_tool(self, agent, self._approve)
         header = agent.session.header
         if header.parent is not None or agent.id in self.subagents.profiles:
@@ -753,7 +752,6 @@ class DelegationRuntime(AgentRuntime):
         self.subagents.profiles[agent.id] = profile
         if descriptor.instructions is not None:
             agent.config = dataclasses.replace(agent.config, instructions=descriptor.instructions)
-            self._tell_file_policy(agent)
         _apply(agent, profile.tool_filter)
 
     def set_max_tokens(self, agent: Agent, cap: int | None) -> None:
@@ -841,7 +839,6 @@ class DelegationRuntime(AgentRuntime):
             agent.config = self._compose(
                 agent.config, base=agent.config.instructions, profile=profile
             )
-            self._tell_file_policy(agent)
             _apply(agent, profile.tool_filter)
 
     def _resumed_config(self, full_name: str, depth: int) -> AgentConfig:
@@ -893,8 +890,8 @@ class DelegationRuntime(AgentRuntime):
 
         Its profile, budget and tools are bound by then, whichever way it started (a root, a
         one-shot or continuable child, a resume, a recovery). The runtime context says who it
-        is, where it works, how deep it may delegate and its limits; an agent that may not
-        delegate any deeper is not offered the delegation tools at all.
+        is, where it works, its file policy, how deep it may delegate and its limits; an agent
+        that may not delegate any deeper is not offered the delegation tools at all.
         """
         header = agent.session.header
         profile = self.subagents.profiles.get(agent.id)
@@ -909,9 +906,12 @@ class DelegationRuntime(AgentRuntime):
             max_depth=max_depth,
             cwd=header.cwd,
         )
+        policy = file_policy_statement(self.modes.of(agent.id), header.cwd)
         config = agent.config
         changes: dict[str, Any] = {
-            "context": config.context_with(DELEGATION, statement, order=CONTEXT_ORDER),
+            "context": config.context_saying(
+                ((FILE_POLICY, policy), (DELEGATION, statement)), order=CONTEXT_ORDER
+            ),
             "preamble": RUNTIME_GUIDANCE,
         }
         if config.max_tokens is None:  # a resumed agent: the cap it recorded, else ours
