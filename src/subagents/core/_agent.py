@@ -14,7 +14,7 @@ from .._task_owner import TaskOwner
 from ..errors import ClosedError, ErrorCode, UsageError
 from ..ids import SessionId
 from ..messages import Message, MessageSource, UserMessage, user_message
-from ..models import Model, ToolSchema
+from ..models import Model
 from ..sessions import (
     AssistantMessageEvent,
     EventRecord,
@@ -206,7 +206,6 @@ class Agent:
         "context_snapshot",
         "gates",
         "header_reason",
-        "header_tools",
         "id",
         "inbox",
         "last_header",
@@ -288,8 +287,6 @@ class Agent:
         self.call_index = 0
         self.transcript: list[Message] = list(fold(TranscriptProjection(), records))
         self.last_header: tuple[str, str, str, tuple[str, ...]] | None = None
-        self.header_tools: tuple[Sequence[ToolSchema], tuple[str, ...]] | None = None
-        """The tool schemas of the last request and their names (see `_log_request_header`)."""
         self.header_reason: Literal["initial", "resume"] = "initial"
         self.context_snapshot = ""
         """The runtime context this agent's own log last entered ("" for none or cleared)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -23,6 +23,7 @@ from ..models import (
     ModelRequest,
     ReasoningDelta,
     TextDelta,
+    ToolSchema,
 )
 from ..sessions import (
     ApprovalRequest,
@@ -211,13 +212,28 @@ def _build_request(agent: Agent) -> ModelRequest:
     )
 
 
+class _ToolNames:
+    """The names of the last tool tuple a request offered, kept once for every agent.
+
+    Agents whose scope adds nothing share their registry's tuple, so a fan-out names it once
+    instead of keeping a tuple of names per child; another tuple is named when it comes.
+    """
+
+    def __init__(self) -> None:
+        self.tools: Sequence[ToolSchema] = ()
+        self.names: tuple[str, ...] = ()
+
+    def of(self, tools: Sequence[ToolSchema]) -> tuple[str, ...]:
+        if tools is not self.tools:
+            self.tools, self.names = tools, tuple(t.name for t in tools)
+        return self.names
+
+
+_tool_names = _ToolNames()
+
+
 def _log_request_header(agent: Agent, request: ModelRequest) -> None:
-    tools = request.tools
-    named = agent.header_tools
-    if named is None or named[0] is not tools:
-        # The scope hands out the same tuple until its tools change: name them once per tuple.
-        named = agent.header_tools = (tools, tuple(t.name for t in tools))
-    key = (agent.model.provider, agent.model.name, request.system, named[1])
+    key = (agent.model.provider, agent.model.name, request.system, _tool_names.of(request.tools))
     if key == agent.last_header:
         return
     reason = agent.header_reason if agent.last_header is None else "change"
