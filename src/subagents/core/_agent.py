@@ -247,7 +247,8 @@ class Agent:
         self.waiting: WaitingStep | None = None
         """A turn a restart left waiting for a decision, which its next run takes up."""
         self.inbox = Inbox(session)
-        self._tasks = TaskOwner(f"agent {config.name}")
+        self._tasks: TaskOwner | None = None
+        """Made when it first starts a driver task: a foreground child runs in its host's."""
         self._status: Literal["idle", "running"] = "idle"
         self._idle = _Idle()
         self._driver: asyncio.Task[Any] | None = None
@@ -402,10 +403,12 @@ class Agent:
     # -- driver -----------------------------------------------------------------------------
 
     def _kick(self) -> None:
+        if self._disposed:  # disposed while its input was being written: nothing may start
+            raise ClosedError(f"agent {self.name!r} ({self.id}) is disposed; it takes no input")
         if self._driver is None or self._driver.done():
             self._idle.clear()
             self._set_status("running")
-            self._driver = self._tasks.spawn(self._drive(), name=f"driver {self.name}")
+            self._driver = self._task_owner().spawn(self._drive(), name=f"driver {self.name}")
 
     def run_here(self) -> Coroutine[Any, Any, None]:
         """Run its pending turns in the calling task, then return once it is idle.
@@ -538,7 +541,8 @@ class Agent:
         `keep_inbox=True` leaves pending input in the log so a later resume runs it.
         """
         if self._disposed:
-            await self._tasks.aclose()
+            if self._tasks is not None:
+                await self._tasks.aclose()
             return
         self._disposed = True
         await self.cancel("disposed", keep_inbox=keep_inbox)
@@ -552,7 +556,8 @@ class Agent:
                 await disposer(self)
             except Exception:
                 log.exception("a disposer of agent %s failed", self.name)
-        await self._tasks.aclose()
+        if self._tasks is not None:
+            await self._tasks.aclose()
         self.tools.close()
         self._idle.set()
         # No wait for the disk here: the store commits in submission order, so the next
@@ -584,4 +589,9 @@ class Agent:
         return record
 
     def live_tasks(self) -> int:
-        return len(self._tasks)
+        return 0 if self._tasks is None else len(self._tasks)
+
+    def _task_owner(self) -> TaskOwner:
+        if self._tasks is None:
+            self._tasks = TaskOwner(f"agent {self.name}")
+        return self._tasks
