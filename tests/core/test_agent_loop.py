@@ -183,8 +183,8 @@ async def test_text_reply_event_order_and_status(clock: FakeClock) -> None:
         assert answer.message.content == (TextBlock("Hello there."),)
         assert (answer.message.provider, answer.message.model) == ("scripted", "<yaml script>")
         assert events(agent, TurnEnd) == [TurnEnd(turn=1, reason="completed")]
-        assert agent.inbox.next_turn == []
-        assert agent.inbox.next_step == []
+        assert agent.inbox.next_turn == ()
+        assert agent.inbox.next_step == ()
     model.assert_complete()
 
 
@@ -430,7 +430,7 @@ async def test_wake_runs_next_step_input_an_idle_agent_holds(clock: FakeClock) -
         assert agent.wake() is True
         await agent.when_idle()
         assert entered(agent) == [(1, "a child finished")]
-        assert agent.inbox.next_step == []
+        assert agent.inbox.next_step == ()
         assert agent.wake() is False  # nothing left
     model.assert_complete()
 
@@ -465,8 +465,8 @@ async def test_a_pending_message_id_cannot_be_queued_twice(clock: FakeClock) -> 
             assert caught.value.code == ErrorCode.DUPLICATE
         assert kinds(agent) == before
         assert agent.status == "idle"
-        assert agent.inbox.next_step == [message]
-        assert agent.inbox.next_turn == []
+        assert agent.inbox.next_step == (message,)
+        assert agent.inbox.next_turn == ()
 
 
 async def test_remove_and_clear_are_durable_cancellations(clock: FakeClock) -> None:
@@ -482,13 +482,13 @@ async def test_remove_and_clear_are_durable_cancellations(clock: FakeClock) -> N
         assert await agent.inbox.remove(s2.id) is True
         assert await agent.inbox.remove(s2.id) is False  # no longer pending
         assert await agent.inbox.remove(t1.id) is True
-        assert agent.inbox.next_step == [s1]
-        assert agent.inbox.next_turn == [t2]
+        assert agent.inbox.next_step == (s1,)
+        assert agent.inbox.next_turn == (t2,)
 
         dropped = await agent.inbox.clear()
         assert dropped == [s1, t2]
-        assert agent.inbox.next_step == []
-        assert agent.inbox.next_turn == []
+        assert agent.inbox.next_step == ()
+        assert agent.inbox.next_turn == ()
         assert events(agent, InboxSpliced)[4:] == [
             InboxSpliced(target="next-step", start=1, removed=1, outcome="canceled"),
             InboxSpliced(target="next-turn", start=0, removed=1, outcome="canceled"),
@@ -542,8 +542,8 @@ async def test_inbox_replay_equals_the_live_lists() -> None:
         check()
         # h arrived during step 1, so turn 1 took a second step for it.
         assert entered(agent) == [(1, "a"), (1, "c"), (1, "h"), (2, "d"), (3, "e"), (4, "g")]
-        assert agent.inbox.next_turn == []
-        assert agent.inbox.next_step == []
+        assert agent.inbox.next_turn == ()
+        assert agent.inbox.next_step == ()
         assert g.text == "g"
     model.assert_complete()
 

@@ -270,11 +270,11 @@ async def test_cancel_without_keep_inbox_durably_cancels_pending_items(clock: Fa
             InboxSpliced(target="next-step", start=0, removed=1, outcome="canceled"),
             InboxSpliced(target="next-turn", start=0, removed=1, outcome="canceled"),
         ]
-        assert agent.inbox.next_turn == []
-        assert agent.inbox.next_step == []
+        assert agent.inbox.next_turn == ()
+        assert agent.inbox.next_step == ()
         inbox = replay_inbox(agent.session.records)
-        assert inbox.next_turn == []
-        assert inbox.next_step == []
+        assert inbox.next_turn == ()
+        assert inbox.next_step == ()
         assert events(agent, TurnEnd) == [TurnEnd(turn=1, reason="aborted", cause="user")]
         assert entered(agent) == [(1, "A")]
 
@@ -296,8 +296,8 @@ async def test_keep_inbox_cancel_runs_pending_next_turn_work_after_convergence(
         assert entered(agent) == [(1, "A"), (2, "C"), (2, "B")]
         assert [e.reason for e in events(agent, TurnEnd)] == ["aborted", "completed"]
         assert not any(e.outcome == "canceled" for e in events(agent, InboxSpliced))
-        assert agent.inbox.next_turn == []
-        assert agent.inbox.next_step == []
+        assert agent.inbox.next_turn == ()
+        assert agent.inbox.next_step == ()
 
 
 async def test_keep_inbox_cancel_with_only_injected_context_does_not_wake(
@@ -330,7 +330,7 @@ async def test_cancel_on_idle_aborts_nothing_and_arms_nothing(clock: FakeClock) 
         kept = await agent.inject("kept")
         await agent.cancel("user", keep_inbox=True)
         assert kinds(agent) == ["agent/inbox/spliced"]
-        assert agent.inbox.next_step == [kept]
+        assert agent.inbox.next_step == (kept,)
 
         await agent.cancel("user")  # without keep_inbox: pending input is discarded
         assert kinds(agent) == ["agent/inbox/spliced", "agent/inbox/spliced"]

@@ -236,7 +236,7 @@ async def test_resume_closes_a_turn_cut_open_during_tool_calls(clock: FakeClock)
         (message,) = retry.inserted
         assert message.source == CRASH_RETRY_SOURCE
         assert "re-run 1 of at most 3" in message.text
-        assert agent.inbox.next_turn == [message, *agent.inbox.next_turn[1:]]
+        assert agent.inbox.next_turn == (message, *agent.inbox.next_turn[1:])
         # The repair is durable, not only in memory.
         stored = await rt.store.read(header.id, tenant=TENANT)
         assert stored == agent.session.records
@@ -345,7 +345,7 @@ async def test_after_resume_turns_continue_and_every_call_is_answered(clock: Fak
         agent = await rt.resume_agent(header.id)
         # The cut turn's re-run comes first, then input queued before the crash, in order.
         retry = agent.inbox.next_turn[0]
-        assert agent.inbox.next_turn == [retry, pending]
+        assert agent.inbox.next_turn == (retry, pending)
         assert agent.turn_number == 1
 
         await agent.followup("continue")

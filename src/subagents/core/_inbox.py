@@ -1,4 +1,4 @@
-"""The inbox: two ordered lists of pending user messages, a projection of durable splices.
+"""The inbox: two ordered sequences of pending user messages, a projection of durable splices.
 
 `next-turn` holds prompts, each the sole ordinary message of its own turn; `next-step` holds
 input for the nearest step boundary (steering, injected context, notices). Every mutation is
@@ -39,11 +39,19 @@ class Inbox:
         self._log = log
         """Its session itself, not its two bound methods: an agent has one inbox, and a
         fan-out holds thousands of agents (two objects each for the collector to walk)."""
-        self.next_turn: list[UserMessage] = []
-        self.next_step: list[UserMessage] = []
+        self.next_turn: tuple[UserMessage, ...] = ()
+        self.next_step: tuple[UserMessage, ...] = ()
+        """Tuples, replaced on change: an inbox is short, and an empty one (most of them, most
+        of the time) is the one empty tuple rather than two lists per agent."""
 
-    def _list(self, target: InboxTarget) -> list[UserMessage]:
+    def _list(self, target: InboxTarget) -> tuple[UserMessage, ...]:
         return self.next_turn if target == "next-turn" else self.next_step
+
+    def _set(self, target: InboxTarget, items: tuple[UserMessage, ...]) -> None:
+        if target == "next-turn":
+            self.next_turn = items
+        else:
+            self.next_step = items
 
     def pending_ids(self) -> set[MessageId]:
         return {m.id for m in self.next_turn} | {m.id for m in self.next_step}
@@ -59,20 +67,20 @@ class Inbox:
             raise UsageError(f'message "{message.id}" is already pending', code=ErrorCode.DUPLICATE)
         items = self._list(target)
         self._log.submit(InboxSpliced(target=target, start=len(items), inserted=(message,)))
-        items.append(message)
+        self._set(target, (*items, message))
         if durable:
             await self._log.flush()
 
     async def remove(self, message_id: str) -> bool:
         """Durably cancel one pending message; False when it is no longer pending."""
-        for target in ("next-step", "next-turn"):
+        for target in _TARGETS:
             items = self._list(target)
             for index, message in enumerate(items):
                 if message.id == message_id:
                     self._log.submit(
                         InboxSpliced(target=target, start=index, removed=1, outcome="canceled")
                     )
-                    del items[index]
+                    self._set(target, items[:index] + items[index + 1 :])
                     await self._log.flush()
                     return True
         return False
@@ -80,14 +88,14 @@ class Inbox:
     async def clear(self) -> list[UserMessage]:
         """Durably cancel everything pending (next-step first); returns what was dropped."""
         dropped: list[UserMessage] = []
-        for target in ("next-step", "next-turn"):
+        for target in _TARGETS:
             items = self._list(target)
             if items:
                 self._log.submit(
                     InboxSpliced(target=target, start=0, removed=len(items), outcome="canceled")
                 )
                 dropped.extend(items)
-                items.clear()
+                self._set(target, ())
         if dropped:
             await self._log.flush()
         return dropped
@@ -99,9 +107,10 @@ class Inbox:
         the claim durable.
         """
         batch = list(self.next_step)
-        self.next_step.clear()
+        self.next_step = ()
         if first_step and self.next_turn:
-            batch.append(self.next_turn.pop(0))
+            batch.append(self.next_turn[0])
+            self.next_turn = self.next_turn[1:]
         return batch
 
     def replay(self, records: Iterable[EventRecord]) -> None:
@@ -109,19 +118,24 @@ class Inbox:
         for record in records:
             match record.event:
                 case InboxSpliced(target=target, start=start, removed=removed, inserted=inserted):
-                    items = self._list(target)
+                    items = list(self._list(target))
                     items[start : start + removed] = inserted
+                    self._set(target, tuple(items))
                 case UserMessageEvent(message=message):
                     self._drop(message.id)
                 case _:
                     pass
 
     def _drop(self, message_id: str) -> None:
-        for items in (self.next_step, self.next_turn):
+        for target in _TARGETS:
+            items = self._list(target)
             for index, message in enumerate(items):
                 if message.id == message_id:
-                    del items[index]
+                    self._set(target, items[:index] + items[index + 1 :])
                     return
+
+
+_TARGETS: tuple[InboxTarget, ...] = ("next-step", "next-turn")
 
 
 class _ReadOnly:
