@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from subagents.core import (
     CONTEXT_SOURCE,
@@ -1106,3 +1107,29 @@ async def test_the_runtime_context_is_a_message_entered_when_it_changes(clock: F
     assert texts(third.messages)[-2:] == [f"user:{CONTEXT_CLEARED}", "user:third"]
     sources = [e.message.source for e in events(agent, UserMessageEvent)]
     assert sources.count(CONTEXT_SOURCE) == 2
+
+
+_TOPICS = st.sampled_from(["delegation", "file-policy", "limits", "persona", "extra"])
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.tuples(_TOPICS, st.text(max_size=3)), max_size=4, unique_by=lambda t: t[0]),
+    st.lists(st.tuples(_TOPICS, st.text(max_size=3)), max_size=4),
+    st.lists(_TOPICS, max_size=3, unique=True),
+)
+def test_context_saying_tells_each_topic_as_context_with_tells_it_in_turn(
+    start: list[tuple[str, str]], told: list[tuple[str, str]], order: list[str]
+) -> None:
+    config = AgentConfig(context=tuple(start))
+    one_by_one = config
+    for topic, text in told:
+        one_by_one = one_by_one.with_context(topic, text)
+    expected = one_by_one.context
+    if order:
+        rank = {name: index for index, name in enumerate(order)}
+        expected = tuple(sorted(expected, key=lambda item: rank.get(item[0], len(rank))))
+    assert config.context_saying(told, order=order) == expected
+    # Each topic once, the last text told for it, or else the one it had.
+    said = dict(config.context_saying(told, order=order))
+    assert said == {**dict(start), **dict(told)}

@@ -160,13 +160,9 @@ class AgentConfig:
         self, told: Sequence[tuple[str, str]], *, order: Sequence[str] = ()
     ) -> tuple[tuple[str, str], ...]:
         """The `context` telling each `(topic, text)` of `told`, as `context_with` tells one."""
-        context = list(self.context)
-        for topic, text in told:
-            at = next((i for i, (t, _) in enumerate(context) if t == topic), None)
-            if at is None:
-                context.append((topic, text))
-            else:
-                context[at] = (topic, text)
+        new = dict(told)
+        context = [(t, new.pop(t)) if t in new else (t, x) for t, x in self.context]
+        context.extend(new.items())
         if order:
             rank = {name: index for index, name in enumerate(order)}
             context.sort(key=lambda item: rank.get(item[0], len(rank)))
