@@ -452,6 +452,14 @@ async def test_malformed_argument_strings_are_invalid_args(raw: str, detail: str
     assert calls == []
 
 
+class _Text(str):
+    """A `str` subclass, as a caller's own string type may be."""
+
+
+def test_an_argument_string_of_a_str_subclass_parses_as_a_str() -> None:
+    assert parse_arguments(_Text('{"a": [1, "b"]}')) == {"a": [1, "b"]}
+
+
 _JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
@@ -463,6 +471,7 @@ _JSON_VALUES = st.recursive(
 @given(
     st.dictionaries(st.text(), _JSON_VALUES, max_size=4)
     | st.sampled_from(['{"a": NaN}', '{"a": 1e400}', '{"a": "\\ud800"}', '{"a": 1, "a": 2}'])
+    | st.sampled_from(['{"a": "\udc00"}', '["\ud800"]', '{"\udfff": 1}'])  # raw surrogates
     | st.text(),
     st.booleans(),
 )

@@ -54,14 +54,15 @@ def parse_arguments(raw: str) -> JsonObject | ToolOutcome:
     """Parse the model's argument string: empty means `{}`; anything but an object is an error.
 
     msgspec parses what it accepts as `json.loads` would, in a sixth of the time (every tool
-    call pays it); what it refuses goes to `json.loads`, which also takes `NaN`, `1e400` and
-    lone surrogates, and whose message names the position of real errors.
+    call pays it); what it refuses goes to `json.loads`, which also takes `NaN`, `1e400`,
+    surrogates (escaped, or raw in the string, which msgspec cannot encode to UTF-8) and `str`
+    subclasses, and whose message names the position of real errors.
     """
     if not raw.strip():
         return {}
     try:
         value: Any = _decode_json(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeEncodeError, TypeError):
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
