@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from subagents.core import AgentDisposed, AgentRuntime, SessionEventPosted
+from subagents.core import AgentDisposed, AgentRuntime, SessionEventPosted, replay_inbox
 from subagents.ids import SessionId
-from subagents.sessions import EventRecord, WriteDone
+from subagents.sessions import EventRecord, TurnStart, WriteDone
 from subagents.testing import FakeClock, InMemoryEventStore, ScriptedModel
 
 
@@ -25,6 +25,8 @@ class HeldStore(InMemoryEventStore):
         self.holding = False
         self.held: list[WriteDone] = []
         self.barriers: list[asyncio.Future[None]] = []
+        self.waited = asyncio.Event()
+        """Set once someone waits for a held write."""
 
     def append(
         self,
@@ -44,6 +46,7 @@ class HeldStore(InMemoryEventStore):
             return super().flush()
         barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.barriers.append(barrier)
+        self.waited.set()
         return barrier
 
     def release(self) -> None:
@@ -77,4 +80,24 @@ async def test_dispose_returns_before_the_disk_and_announces_the_agent_after_its
         posted = [e.record.seq for e in seen if isinstance(e, SessionEventPosted)]
         assert posted[-len(written) :] == written  # every record, in order...
         assert isinstance(seen[-1], AgentDisposed)  # ...and only then the agent's end
+    model.assert_complete()
+
+
+async def test_input_a_disposal_overtakes_is_left_to_it_and_starts_nothing(
+    clock: FakeClock,
+) -> None:
+    store = HeldStore()
+    model = ScriptedModel.from_yaml("lead: []\n", clock=clock)  # a turn would find no answer
+    async with AgentRuntime(model=model, store=store, clock=clock) as rt:
+        agent = await rt.create_agent()
+        store.holding = True
+        async with asyncio.TaskGroup() as tasks:
+            sending = tasks.create_task(agent.send("late"))  # waits for its splice's commit
+            await store.waited.wait()
+            await agent.dispose(keep_inbox=True)  # meanwhile: the agent is gone, input kept
+            store.release()
+        message = sending.result()  # no error: the input is in the log, a resume runs it
+        assert (agent.status, agent.live_tasks()) == ("idle", 0)
+        assert [m.id for m in replay_inbox(agent.session.records).next_turn] == [message.id]
+        assert not any(isinstance(r.event, TurnStart) for r in agent.session.records)
     model.assert_complete()

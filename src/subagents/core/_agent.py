@@ -399,8 +399,10 @@ class Agent:
     # -- driver -----------------------------------------------------------------------------
 
     def _kick(self) -> None:
-        if self._disposed:  # disposed while its input was being written: nothing may start
-            raise ClosedError(f"agent {self.name!r} ({self.id}) is disposed; it takes no input")
+        if self._disposed:
+            # Disposed while the input was being written: it is in the log, and the disposal
+            # decides its fate (kept for a resume, or cancelled) as for input a moment older.
+            return
         if self._driver is None or self._driver.done():
             self._idle.clear()
             self._set_status("running")
