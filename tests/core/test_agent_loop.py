@@ -1112,24 +1112,32 @@ async def test_the_runtime_context_is_a_message_entered_when_it_changes(clock: F
 _TOPICS = st.sampled_from(["delegation", "file-policy", "limits", "persona", "extra"])
 
 
-@settings(max_examples=200)
+def _told_one_by_one(
+    context: tuple[tuple[str, str], ...], told: list[tuple[str, str]]
+) -> tuple[tuple[str, str], ...]:
+    """Each topic in turn: every paragraph of it out, the new one where its first one was."""
+    for topic, text in told:
+        kept = [(t, x) for t, x in context if t != topic]
+        at = next((i for i, (t, _) in enumerate(context) if t == topic), len(kept))
+        kept.insert(at, (topic, text))
+        context = tuple(kept)
+    return context
+
+
+@settings(max_examples=300)
 @given(
-    st.lists(st.tuples(_TOPICS, st.text(max_size=3)), max_size=4, unique_by=lambda t: t[0]),
+    st.lists(st.tuples(_TOPICS, st.text(max_size=3)), max_size=5),
     st.lists(st.tuples(_TOPICS, st.text(max_size=3)), max_size=4),
     st.lists(_TOPICS, max_size=3, unique=True),
 )
-def test_context_saying_tells_each_topic_as_context_with_tells_it_in_turn(
+def test_context_saying_tells_each_topic_as_if_told_one_by_one(
     start: list[tuple[str, str]], told: list[tuple[str, str]], order: list[str]
 ) -> None:
     config = AgentConfig(context=tuple(start))
-    one_by_one = config
-    for topic, text in told:
-        one_by_one = one_by_one.with_context(topic, text)
-    expected = one_by_one.context
+    expected = _told_one_by_one(config.context, told)
     if order:
         rank = {name: index for index, name in enumerate(order)}
         expected = tuple(sorted(expected, key=lambda item: rank.get(item[0], len(rank))))
     assert config.context_saying(told, order=order) == expected
-    # Each topic once, the last text told for it, or else the one it had.
-    said = dict(config.context_saying(told, order=order))
-    assert said == {**dict(start), **dict(told)}
+    if len(told) == 1:
+        assert config.context_with(*told[0], order=order) == expected

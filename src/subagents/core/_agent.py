@@ -159,10 +159,21 @@ class AgentConfig:
     def context_saying(
         self, told: Sequence[tuple[str, str]], *, order: Sequence[str] = ()
     ) -> tuple[tuple[str, str], ...]:
-        """The `context` telling each `(topic, text)` of `told`, as `context_with` tells one."""
+        """The `context` telling each `(topic, text)` of `told`, as `context_with` tells one.
+
+        A topic told takes the place of its first paragraph and drops any later one; a topic
+        not there yet goes last.
+        """
         new = dict(told)
-        context = [(t, new.pop(t)) if t in new else (t, x) for t, x in self.context]
-        context.extend(new.items())
+        context: list[tuple[str, str]] = []
+        placed: set[str] = set()
+        for topic, text in self.context:
+            if topic not in new:
+                context.append((topic, text))
+            elif topic not in placed:
+                placed.add(topic)
+                context.append((topic, new[topic]))
+        context.extend((t, x) for t, x in new.items() if t not in placed)
         if order:
             rank = {name: index for index, name in enumerate(order)}
             context.sort(key=lambda item: rank.get(item[0], len(rank)))
