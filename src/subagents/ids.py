@@ -58,8 +58,7 @@ _KEEP = ~((0xF << 76) | (0x3 << 62)) & ((1 << 128) - 1)  # all but the version a
 _UUID4_BITS = (0x4 << 76) | (0x8 << 60)  # version 4, RFC 4122 variant
 _UUID7_BITS = (0x7 << 76) | (0x8 << 60)  # version 7, the same variant
 _RANDOM_80 = (1 << 80) - 1
-_MILLIS_48 = (1 << 48) - 1
-_LOW_48 = (1 << 48) - 1
+_LOW_48 = (1 << 48) - 1  # a uuid7's millisecond, a message id's counter
 
 
 class _MessageIds:
@@ -82,7 +81,7 @@ class _MessageIds:
 
 def _uuid7_text(millis: int, random_bits: int) -> str:
     """The uuid7 of `millis` (its low 48 bits) and `random_bits` (the 74 its layout keeps)."""
-    bits = ((millis & _MILLIS_48) << 80) | (random_bits & _RANDOM_80)
+    bits = ((millis & _LOW_48) << 80) | (random_bits & _RANDOM_80)
     return _spelled((bits & _KEEP) | _UUID7_BITS)
 
 

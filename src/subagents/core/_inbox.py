@@ -44,7 +44,7 @@ class Inbox:
         """Tuples, replaced on change: an inbox is short, and an empty one (most of them, most
         of the time) is the one empty tuple rather than two lists per agent."""
 
-    def _list(self, target: InboxTarget) -> tuple[UserMessage, ...]:
+    def _queue(self, target: InboxTarget) -> tuple[UserMessage, ...]:
         return self.next_turn if target == "next-turn" else self.next_step
 
     def _set(self, target: InboxTarget, items: tuple[UserMessage, ...]) -> None:
@@ -65,7 +65,7 @@ class Inbox:
         """Queue `message` at the end of `target`; durable on return unless `durable` is False."""
         if message.id in self.pending_ids():
             raise UsageError(f'message "{message.id}" is already pending', code=ErrorCode.DUPLICATE)
-        items = self._list(target)
+        items = self._queue(target)
         self._log.submit(InboxSpliced(target=target, start=len(items), inserted=(message,)))
         self._set(target, (*items, message))
         if durable:
@@ -74,7 +74,7 @@ class Inbox:
     async def remove(self, message_id: str) -> bool:
         """Durably cancel one pending message; False when it is no longer pending."""
         for target in _TARGETS:
-            items = self._list(target)
+            items = self._queue(target)
             for index, message in enumerate(items):
                 if message.id == message_id:
                     self._log.submit(
@@ -89,7 +89,7 @@ class Inbox:
         """Durably cancel everything pending (next-step first); returns what was dropped."""
         dropped: list[UserMessage] = []
         for target in _TARGETS:
-            items = self._list(target)
+            items = self._queue(target)
             if items:
                 self._log.submit(
                     InboxSpliced(target=target, start=0, removed=len(items), outcome="canceled")
@@ -118,7 +118,7 @@ class Inbox:
         for record in records:
             match record.event:
                 case InboxSpliced(target=target, start=start, removed=removed, inserted=inserted):
-                    items = list(self._list(target))
+                    items = list(self._queue(target))
                     items[start : start + removed] = inserted
                     self._set(target, tuple(items))
                 case UserMessageEvent(message=message):
@@ -128,7 +128,7 @@ class Inbox:
 
     def _drop(self, message_id: str) -> None:
         for target in _TARGETS:
-            items = self._list(target)
+            items = self._queue(target)
             for index, message in enumerate(items):
                 if message.id == message_id:
                     self._set(target, items[:index] + items[index + 1 :])
