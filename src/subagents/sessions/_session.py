@@ -54,12 +54,12 @@ class Session:
         """Callbacks waiting for writes to be told (made on first use: most sessions have
         none, and an empty deque is 600 bytes)."""
         self._untold: list[EventRecord | list[EventRecord]] = []
+        """The records of each write not told yet, in submission order: the store tells
+        outcomes in that order, so the session itself is every write's `done` (see
+        `__call__`)."""
         self._untold_head = 0
         """The first of `_untold` not told yet (a list read from the front, emptied when all
         is told: lighter than a deque, which a session would keep for its lifetime)."""
-        """The records of each write not told yet, in submission order: the store tells
-        outcomes in that order, so one bound method serves every write (no closure each)."""
-        self._tell = self._committed
 
     @property
     def next_seq(self) -> int:
@@ -104,7 +104,7 @@ class Session:
         self._submitted += 1
         self._untold.append(record)
         try:
-            self.store.append(self.id, (record,), done=self._tell)
+            self.store.append(self.id, (record,), done=self)
         except BaseException as exc:  # not handed over: as if it was never submitted
             self._submitted -= 1
             self._untold.pop()
@@ -124,7 +124,7 @@ class Session:
         self._submitted += 1
         self._untold.append(untold)
         try:
-            self.store.append(self.id, records, done=self._tell)
+            self.store.append(self.id, records, done=self)
         except BaseException as exc:  # not handed over: as if it was never submitted
             self._submitted -= 1
             self._untold.pop()
@@ -151,8 +151,13 @@ class Session:
             await _finish(self.store.flush())
         self._check()
 
-    def _committed(self, error: BaseException | None) -> None:
-        """The outcome of the oldest write not told yet (the store tells them in order)."""
+    def __call__(self, error: BaseException | None) -> None:
+        """The outcome of the oldest write not told yet (the store tells them in order).
+
+        The session is the `done` of each of its writes: no callback object per write, and
+        none kept on the session either. A bound method kept there was a reference cycle, so
+        a disposed child's session, and its whole log, waited for the cyclic collector.
+        """
         self._told += 1
         untold = self._untold[self._untold_head]
         self._untold_head += 1
