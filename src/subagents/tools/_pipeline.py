@@ -28,6 +28,8 @@ __all__ = [
     "check_call",
     "execute_tool",
     "parse_arguments",
+    "raised_outcome",
+    "returned_outcome",
     "run_checked",
     "validate_arguments",
 ]
@@ -134,25 +136,34 @@ async def run_checked(
     checked: CheckedCall, call: ToolCallBlock, ctx: ToolContext, *, concluded: list[bool]
 ) -> ToolOutcome:
     """Run a checked call's handler; whatever it raises or returns becomes an outcome."""
-    spec, args = checked.spec, checked.args
     try:
-        value = await spec.handler(args, ctx)
-    except SubagentsError as exc:
-        return error_outcome(exc.message, exc.code)
+        value = await checked.spec.handler(checked.args, ctx)
     except Exception as exc:
-        log.debug("tool %s raised", call.name, exc_info=True)
-        return error_outcome(f"{type(exc).__name__}: {exc}", ErrorCode.TOOL_FAILED)
+        return raised_outcome(call, exc)
+    return returned_outcome(call, value, concluded=concluded[0])
+
+
+def raised_outcome(call: ToolCallBlock, exc: Exception) -> ToolOutcome:
+    """The outcome of a handler that raised `exc`."""
+    if isinstance(exc, SubagentsError):
+        return error_outcome(exc.message, exc.code)
+    log.debug("tool %s raised", call.name, exc_info=exc)
+    return error_outcome(f"{type(exc).__name__}: {exc}", ErrorCode.TOOL_FAILED)
+
+
+def returned_outcome(call: ToolCallBlock, value: object, *, concluded: bool) -> ToolOutcome:
+    """The outcome of a handler that returned `value` (`concluded`: it concluded the turn)."""
     if isinstance(value, ToolResult):
         if value.is_error:
             return ToolOutcome(value.content, True, value.code or ErrorCode.TOOL_FAILED)
-        return ToolOutcome(value.content, concludes_turn=concluded[0])
+        return ToolOutcome(value.content, concludes_turn=concluded)
     try:
         content = render_value(value)
     except (TypeError, ValueError) as exc:
         return error_outcome(
             f'tool "{call.name}" returned invalid output: {exc}', ErrorCode.INVALID_TOOL_OUTPUT
         )
-    return ToolOutcome(content, concludes_turn=concluded[0])
+    return ToolOutcome(content, concludes_turn=concluded)
 
 
 async def execute_tool(
