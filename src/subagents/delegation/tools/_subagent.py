@@ -7,7 +7,7 @@ caller's), its depth cap; `context: fork` routes to the fork provider.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -16,7 +16,7 @@ from ...errors import ErrorCode, SubagentError, ToolError
 from ...messages import JsonObject
 from ...names import MAX_NAME_LENGTH, NAME_PATTERN
 from ...sessions import KnownOutcome
-from ...tools import ToolContext, ToolResult, ToolSpec
+from ...tools import ToolContext, ToolSpec
 from .._results import SubagentResult
 from .._scope import DELEGATION_TAG, pick_definition
 from .._service import Admission, SubagentService
@@ -129,7 +129,13 @@ def subagent_tool(
     name = config.tool_name
     usable = [d for d in service.definitions.values() if not (inherits and d.context == "spawn")]
 
-    async def handler(args: JsonObject, ctx: ToolContext) -> ToolResult | str:
+    def handler(args: JsonObject, ctx: ToolContext) -> Awaitable[str]:
+        """Check and admit the call, then hand back the coroutine that carries it out.
+
+        A plain function, so a foreground child's run is the only frame left waiting (a
+        fan-out waits on thousands of them). What it raises, it raises from the call, which
+        the caller awaits at once: the tool's error either way.
+        """
         parent = calling_agent(service, ctx, name)
         requested = args.get("run_in_background")
         background = requested is True
@@ -163,26 +169,10 @@ def subagent_tool(
             call_id=ctx.call_id,
         )
         if background and config.background_mode == "continuable" and continuable is not None:
-            try:
-                admission = await service.check_cwd(admission)
-            except BaseException:
-                service.cancel(admission)
-                raise
-            act, _ = await continuable.start(admission)
-            return continuable_started_text(act.full_name, admission.name)
+            return _start_continuable(service, continuable, admission)
         if background:
-            try:
-                if tasks is None:
-                    raise SubagentError(
-                        "background tasks are unavailable in this runtime", code=ErrorCode.USAGE
-                    )
-                # Validate the start now, so a bad cwd is this call's error, not a failed task.
-                admission = await service.check_cwd(admission)
-            except BaseException:
-                service.cancel(admission)
-                raise
-            return _start_background(service, tasks, admission)
-        return await _run_foreground(service, admission)
+            return _start_in_background(service, tasks, admission)
+        return _run_foreground(service, admission)
 
     continuable_background = config.background_mode == "continuable" and continuable is not None
     listed = definitions_description(usable, inherits=inherits)
@@ -242,6 +232,34 @@ def _definition_for(
             code=ErrorCode.NO_PROVIDER,
         )
     return "fork", definition
+
+
+async def _start_continuable(
+    service: SubagentService, continuable: ContinuableManager, admission: Admission
+) -> str:
+    try:
+        admission = await service.check_cwd(admission)
+    except BaseException:
+        service.cancel(admission)
+        raise
+    act, _ = await continuable.start(admission)
+    return continuable_started_text(act.full_name, admission.name)
+
+
+async def _start_in_background(
+    service: SubagentService, tasks: TaskRegistry | None, admission: Admission
+) -> str:
+    try:
+        if tasks is None:
+            raise SubagentError(
+                "background tasks are unavailable in this runtime", code=ErrorCode.USAGE
+            )
+        # Validate the start now, so a bad cwd is this call's error, not a failed task.
+        admission = await service.check_cwd(admission)
+    except BaseException:
+        service.cancel(admission)
+        raise
+    return _start_background(service, tasks, admission)
 
 
 async def _run_foreground(service: SubagentService, admission: Admission) -> str:
