@@ -100,6 +100,12 @@ class ToolSpec:
 
     The handler returns a string (sent as is), a `ToolResult`, or any JSON value (sent as
     compact JSON). `parallel_safe` lets calls of one response run at once.
+
+    The runtime awaits what the handler returns in the same expression that calls it, so a
+    handler may be a plain function that does its checks in the call and returns the
+    coroutine doing the rest (the `subagent` tool admits the child that way: one frame fewer
+    per waiting child). Whoever calls a handler must do the same: the call may already hold
+    resources that only the awaited coroutine gives back.
     """
 
     name: str
