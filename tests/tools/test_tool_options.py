@@ -20,7 +20,13 @@ from subagents.core import Agent, AgentRuntime
 from subagents.errors import ErrorCode
 from subagents.ids import SessionId
 from subagents.messages import JsonObject, JsonValue, ToolCallBlock
-from subagents.sessions import EventRecord, ToolCallEvent, ToolResultEvent, WriteDone
+from subagents.sessions import (
+    EventRecord,
+    Session,
+    ToolCallEvent,
+    ToolResultEvent,
+    WriteDone,
+)
 from subagents.testing import FakeClock, InMemoryEventStore, ScriptedModel, ToolCallContext
 from subagents.tools import ToolOutcome, ToolRegistry, ToolSpec, execute_tool, tool
 
@@ -186,14 +192,14 @@ async def test_checkpoint_decides_whether_the_call_is_durable_before_the_handler
     model = ScriptedModel.from_yaml(CALL_SCRIPT, clock=clock)
     async with AgentRuntime(model=model, store=store, tools=[effect], clock=clock) as rt:
         agent = await rt.create_agent()
-        flush = agent.session.flush
+        flush = Session.flush
 
-        async def noted_flush() -> None:
-            if store.holding:
+        async def noted_flush(session: Session) -> None:
+            if session is agent.session and store.holding:
                 progressed.set()
-            await flush()
+            await flush(session)
 
-        monkeypatch.setattr(agent.session, "flush", noted_flush)
+        monkeypatch.setattr(Session, "flush", noted_flush)  # slotted: patched on the class
         await agent.followup("go")
         try:
             await store.call_submitted.wait()

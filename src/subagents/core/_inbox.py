@@ -35,6 +35,8 @@ class Inbox:
     durable.
     """
 
+    __slots__ = ("_log", "next_step", "next_turn")  # one per agent: no dict each
+
     def __init__(self, log: InboxLog) -> None:
         self._log = log
         """Its session itself, not its two bound methods: an agent has one inbox, and a

@@ -187,6 +187,8 @@ def completed_turns(records: Sequence[EventRecord]) -> list[SessionEvent]:
 class InProcessChild:
     """A child that is an agent of this runtime."""
 
+    __slots__ = ("_agent",)  # one per running child: no dict each
+
     def __init__(self, agent: Agent) -> None:
         self._agent = agent
 

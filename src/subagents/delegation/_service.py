@@ -152,6 +152,20 @@ class ServiceRun:
     `subagent/end` once.
     """
 
+    # One per running child: no dict each (a fan-out holds thousands).
+    __slots__ = (
+        "_child",
+        "_dispose_lock",
+        "_disposed",
+        "_ended",
+        "_host",
+        "_result",
+        "_schema",
+        "_service",
+        "_structured",
+        "started",
+    )
+
     def __init__(
         self,
         service: SubagentService,
@@ -171,7 +185,8 @@ class ServiceRun:
         self._structured = structured
         self._result: SubagentResult | None = None
         self._disposed = False
-        self._dispose_lock = asyncio.Lock()
+        self._dispose_lock: asyncio.Lock | None = None
+        """Made by the first `dispose`: not held through the child's whole run."""
         self._ended = False
 
     @property
@@ -211,6 +226,8 @@ class ServiceRun:
         return await self._settle()
 
     async def dispose(self) -> None:
+        if self._dispose_lock is None:
+            self._dispose_lock = asyncio.Lock()
         async with self._dispose_lock:
             if self._disposed:
                 return

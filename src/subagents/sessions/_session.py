@@ -32,6 +32,23 @@ class Session:
     an append never tears. After a failed write the session is broken: later appends raise.
     """
 
+    # One per live agent: no dict each (a fan-out holds thousands).
+    __slots__ = (
+        "__weakref__",
+        "_broken",
+        "_observers",
+        "_submitted",
+        "_told",
+        "_untold",
+        "_untold_head",
+        "_when_told",
+        "clock",
+        "header",
+        "id",
+        "records",
+        "store",
+    )
+
     def __init__(
         self,
         header: SessionHeader,

@@ -94,6 +94,20 @@ class ToolScope:
     inherits (never its own registrations), hidden tags what it lists; `close()` unwinds it.
     """
 
+    # One per agent: no dict each (a fan-out holds thousands).
+    __slots__ = (
+        "_allow",
+        "_base",
+        "_deny",
+        "_guards",
+        "_hidden_tags",
+        "_own",
+        "_schemas",
+        "_schemas_generation",
+        "_unlisted",
+        "closed",
+    )
+
     def __init__(self, base: ToolRegistry) -> None:
         self._base = base
         self._own: dict[str, ToolSpec] = {}
