@@ -415,7 +415,11 @@ async def _execute(agent: Agent, call: ToolCallBlock) -> ToolOutcome:
     if isinstance(checked, ToolOutcome):
         return checked
     try:
-        value = await checked.spec.handler(checked.args, ctx)
+        running = checked.spec.handler(checked.args, ctx)
+        # Not kept while it runs: the checked call holds the parsed arguments, which a
+        # handler that has read them (as `subagent`'s does, in the call) no longer needs.
+        del checked
+        value = await running
     except Exception as exc:
         return raised_outcome(call, exc)
     return returned_outcome(call, value, concluded=ctx.concluded[0])

@@ -171,6 +171,10 @@ class _Offered:
     are offered nothing, and an empty set each was two objects for the collector to walk."""
 
 
+_NO_SCOPE = McpScope()
+_NOTHING_OFFERED = _Offered(_NO_SCOPE)
+
+
 class McpTools:
     """The MCP side of one runtime: agents' scopes, the shared hubs, the offers."""
 
@@ -229,7 +233,9 @@ class McpTools:
             scope = McpScope() if parent is None else parent.scope.narrowed(definition)
             if self.configured or scope.servers:
                 agent.record(scope.record(source="delegation"))
-        self._agents[agent.id] = _Offered(scope)
+        # Most agents may use no server: they share one entry, which `offer` never changes
+        # (it returns at once for a scope without servers).
+        self._agents[agent.id] = _NOTHING_OFFERED if scope == _NO_SCOPE else _Offered(scope)
         if scope.servers:
             agent.before_call = self.offer
 
