@@ -150,6 +150,7 @@ async def _run_steps(agent: Agent, turn: _Turn, waiting: WaitingStep | None) -> 
         for message in batch:
             record(UserMessageEvent(message=message, turn=turn.number))
             agent.transcript.append(message)
+        del batch  # in the transcript now; not kept through the model call
         # Reserved before the call, so concurrent siblings cannot overspend a shared budget.
         reservation = agent.ledger.reserve_call() if agent.ledger is not None else None
         if isinstance(reservation, str):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import MappingProxyType
 from typing import TypeAlias
 
 from ..errors import DuplicateError
@@ -18,6 +19,8 @@ Guard: TypeAlias = Callable[[ToolSpec, JsonObject, ToolContext], str | None]
 _NO_NAMES: frozenset[str] = frozenset()
 """What a scope starts with for its name sets: one shared empty set, not three per agent
 (every agent has a scope, and a fan-out holds thousands)."""
+_NO_SPECS: Mapping[str, ToolSpec] = MappingProxyType({})
+"""And for its own tools: one shared empty mapping, which nothing can change in place."""
 
 
 def offered(specs: Iterable[ToolSpec], own: Iterable[ToolSpec] = ()) -> tuple[ToolSchema, ...]:
@@ -110,7 +113,8 @@ class ToolScope:
 
     def __init__(self, base: ToolRegistry) -> None:
         self._base = base
-        self._own: dict[str, ToolSpec] = {}
+        self._own: Mapping[str, ToolSpec] = _NO_SPECS
+        """Its own tools (a mapping replaced on change: most agents register none)."""
         self._unlisted = _NO_NAMES
         self._guards: tuple[Guard, ...] = ()
         """Its own guards (a tuple replaced on change: most agents add none)."""
@@ -129,14 +133,15 @@ class ToolScope:
         """
         if spec.name in self._own:
             raise DuplicateError(f"tool {spec.name!r} is already registered for this agent")
-        self._own[spec.name] = spec
+        self._own = {**self._own, spec.name: spec}
         if not listed:
             self._unlisted = self._unlisted | {spec.name}
         self._schemas = None
 
     def unregister(self, name: str) -> None:
         """Remove a tool of this agent's own (a search tool replaced by a wider one)."""
-        if self._own.pop(name, None) is not None:
+        if name in self._own:
+            self._own = {n: s for n, s in self._own.items() if n != name}
             self._unlisted = self._unlisted - {name}
             self._schemas = None
 
@@ -201,7 +206,7 @@ class ToolScope:
         return (*self._base.guards, *self._guards)
 
     def close(self) -> None:
-        self._own.clear()
+        self._own = _NO_SPECS
         self._unlisted = _NO_NAMES
         self._guards = ()
         self._schemas = None

@@ -264,6 +264,7 @@ async def _start_in_background(
 
 async def _run_foreground(service: SubagentService, admission: Admission) -> str:
     run = await service.launch(admission, here=True)
+    del admission  # not kept through the child's run: a fan-out waits on thousands
     try:
         result = await run.wait()
     finally:
