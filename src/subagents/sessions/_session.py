@@ -61,7 +61,9 @@ class Session:
         self.store = store
         self.clock = clock
         self.records: list[EventRecord] = list(records)
-        self._observers: list[SessionObserver] = []
+        self._observers: tuple[SessionObserver, ...] = ()
+        """A tuple replaced on change: telling a record walks it without copying it first,
+        and a session nobody observes holds the one empty tuple."""
         self._broken: StoreError | None = None
         self._submitted = 0
         """Writes handed to the store."""
@@ -84,12 +86,13 @@ class Session:
 
     def observe(self, observer: SessionObserver) -> None:
         """Call `observer` after each record is durable, until `unobserve(observer)`."""
-        self._observers.append(observer)
+        self._observers = (*self._observers, observer)
 
     def unobserve(self, observer: SessionObserver) -> None:
         """Stop calling `observer` (an equal one: a bound method may be made again)."""
         if observer in self._observers:
-            self._observers.remove(observer)
+            index = self._observers.index(observer)
+            self._observers = self._observers[:index] + self._observers[index + 1 :]
 
     def _check(self) -> None:
         if self._broken is not None:
@@ -190,7 +193,7 @@ class Session:
                 )
         elif self._observers:
             for record in (untold,) if isinstance(untold, EventRecord) else untold:
-                for observer in tuple(self._observers):
+                for observer in self._observers:
                     try:
                         observer(self, record)
                     except Exception:
