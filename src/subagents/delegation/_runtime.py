@@ -92,11 +92,13 @@ from ._wording import (
     CONTEXT_ORDER,
     DELEGATION,
     FILE_POLICY,
+    IDENTITY,
     LIMITS,
     RUNTIME_GUIDANCE,
     STRUCTURED_OUTPUT,
     delegation_statement,
     file_policy_statement,
+    identity_statement,
     limits_statement,
     structured_instruction,
     told,
@@ -899,18 +901,16 @@ class DelegationRuntime(AgentRuntime):
         parent = None
         if header.parent is not None:
             parent = agent.name.rpartition("/")[0] or ROOT_NAME
+        identity = identity_statement(full_name=agent.name, parent=parent)
         statement = delegation_statement(
-            full_name=agent.name,
-            parent=parent,
-            depth=header.depth,
-            max_depth=max_depth,
-            cwd=header.cwd,
+            child=parent is not None, depth=header.depth, max_depth=max_depth, cwd=header.cwd
         )
         policy = file_policy_statement(self.modes.of(agent.id), header.cwd)
         config = agent.config
         changes: dict[str, Any] = {
             "context": config.context_saying(
-                ((FILE_POLICY, policy), (DELEGATION, statement)), order=CONTEXT_ORDER
+                ((IDENTITY, identity), (DELEGATION, statement), (FILE_POLICY, policy)),
+                order=CONTEXT_ORDER,
             ),
             "preamble": RUNTIME_GUIDANCE,
         }

@@ -38,6 +38,7 @@ __all__ = [
     "CONTEXT_ORDER",
     "DELEGATION",
     "FILE_POLICY",
+    "IDENTITY",
     "KILLED_BY_TASK_KILL",
     "LIMITS",
     "MAX_ENTRY_CHARS",
@@ -64,6 +65,7 @@ __all__ = [
     "failure_headline",
     "failure_text",
     "file_policy_statement",
+    "identity_statement",
     "interrupt_description",
     "interrupt_requested_text",
     "invalid_diagnostic",
@@ -201,10 +203,20 @@ def interrupt_description(offered: Set[str]) -> str:
     )
 
 
-def delegation_statement(
-    *, full_name: str, parent: str | None, depth: int, max_depth: int | None, cwd: str
-) -> str:
-    """Who an agent is in its tree, where it works and how deep it may still delegate."""
+def identity_statement(*, full_name: str, parent: str | None) -> str:
+    """Who an agent is in its tree: the one sentence of its runtime context that is its own."""
+    if parent is None:
+        return f'You are "{full_name}", the root agent: you answer the user.'
+    return f'You are the delegated subagent "{full_name}", started by "{parent}".'
+
+
+@functools.lru_cache(maxsize=64)
+def delegation_statement(*, child: bool, depth: int, max_depth: int | None, cwd: str) -> str:
+    """How an agent answers, where it works and how deep it may still delegate.
+
+    The same for every agent at one depth of one tree, so a fan-out's children share one
+    string (a fan-out of thousands held one copy each); who each is, `identity_statement`.
+    """
     where = f"Working directory: {_quoted(cwd)}."
     if max_depth is None:
         budget = "The delegation depth is managed by the provider."
@@ -218,14 +230,13 @@ def delegation_statement(
             f"Delegation depth: current {depth}, maximum {max_depth}, "
             f"{max_depth - depth} level(s) left."
         )
-    if parent is None:
-        return f'You are "{full_name}", the root agent: you answer the user. {budget} {where}'
+    if not child:
+        return f"{budget} {where}"
     return (
-        f'You are the delegated subagent "{full_name}", started by "{parent}". Your final '
-        "answer is returned to it, and it does not see your intermediate steps, so make the "
-        "answer self-contained. Your permission scope was fixed when you were started; when "
-        "the task needs more, state the limitation in your answer instead of retrying. "
-        f"{budget} {where}"
+        "Your final answer is returned to the agent that started you, and it does not see "
+        "your intermediate steps, so make the answer self-contained. Your permission scope "
+        "was fixed when you were started; when the task needs more, state the limitation in "
+        f"your answer instead of retrying. {budget} {where}"
     )
 
 
@@ -274,13 +285,14 @@ def file_policy_statement(mode: SandboxMode, workspace_root: str) -> str:
             )
 
 
+IDENTITY = "identity"
 DELEGATION = "delegation"
 FILE_POLICY = "file-policy"
 LIMITS = "limits"
 STRUCTURED_OUTPUT = "structured-output"
-CONTEXT_ORDER = (DELEGATION, FILE_POLICY, LIMITS, STRUCTURED_OUTPUT)
-"""The topics of an agent's runtime context, in the order it says them: where it stands in
-the tree, its file policy, its limits, then how it must answer (which stays last)."""
+CONTEXT_ORDER = (IDENTITY, DELEGATION, FILE_POLICY, LIMITS, STRUCTURED_OUTPUT)
+"""The topics of an agent's runtime context, in the order it says them: who it is, where it
+stands in the tree, its file policy, its limits, then how it must answer (which stays last)."""
 
 
 def told(config: AgentConfig, topic: str, text: str) -> AgentConfig:
