@@ -5,7 +5,8 @@ clocks.
 """
 
 from collections.abc import AsyncIterator
-from dataclasses import replace
+
+import msgspec
 
 from ._clock import FakeClock as FakeClock, GatedClock as GatedClock
 from .models import (
@@ -38,7 +39,7 @@ class RecordingModel(ScriptedModel):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         """Record a snapshot of `request`, then stream the scripted response."""
-        self.requests.append(replace(request, messages=tuple(request.messages)))
+        self.requests.append(msgspec.structs.replace(request, messages=tuple(request.messages)))
         async for chunk in super().stream(request):
             yield chunk
 

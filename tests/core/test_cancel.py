@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TypeVar
 
+import msgspec
 import pytest
 
 from subagents.core import Agent, AgentDisposed, AgentRuntime, replay_inbox
@@ -91,7 +92,7 @@ class HeldModel:
         self.release = asyncio.Event()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
-        self.requests.append(replace(request, messages=tuple(request.messages)))
+        self.requests.append(msgspec.structs.replace(request, messages=tuple(request.messages)))
         response = self.responses[len(self.requests) - 1]
         if isinstance(response, str):
             yield TextDelta(response)

@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeGuard, cast
 
+import msgspec
+
 from .._task_owner import TaskOwner
 from ..errors import ErrorCode, SubagentError, UsageError
 from ..messages import ToolCallBlock
@@ -49,8 +51,7 @@ SANDBOX_ASK: Final = "sandbox:ask"
 _PATTERN: Final = re.compile(r"[A-Za-z0-9_.*?\[\]-]{1,128}")
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalPolicy:
+class ApprovalPolicy(msgspec.Struct, frozen=True, gc=False):
     """The tool-name patterns whose calls wait for a decision, and how long one may wait.
 
     `tools` holds `fnmatch` patterns (`bash`, `mcp__*`); `*` gates every call, and
@@ -146,8 +147,7 @@ def _timeout(value: object, what: str, code: ErrorCode) -> float | None:
     return float(value)
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalWaiting:
+class ApprovalWaiting(msgspec.Struct, frozen=True, gc=False):
     """Live event: a member's call now waits for a decision (its request is durable)."""
 
     agent_id: str

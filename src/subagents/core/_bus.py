@@ -14,8 +14,9 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal, TypeAlias
+
+import msgspec
 
 from ..sessions import EventRecord, Session
 
@@ -38,28 +39,33 @@ _SETTLED = 1 << 62
 """The posted seq of a disposed agent's session: nothing more will be posted for it."""
 
 
-@dataclass(frozen=True, slots=True)
-class AgentCreated:
+class AgentCreated(msgspec.Struct, frozen=True, gc=False):
+    """An agent was published: a new root or child, or one loaded again to resume."""
+
     agent_id: str
     name: str
     parent_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class AgentDisposed:
+class AgentDisposed(msgspec.Struct, frozen=True, gc=False):
+    """An agent was released: its turn stopped and nothing more is posted for it."""
+
     agent_id: str
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class AgentStatusChanged:
+class AgentStatusChanged(msgspec.Struct, frozen=True, gc=False):
+    """An agent began running turns (`running`) or stopped (`idle`: no work left, or a turn
+    failed)."""
+
     agent_id: str
     name: str
     status: Literal["idle", "running"]
 
 
-@dataclass(frozen=True, slots=True)
-class AgentFailed:
+class AgentFailed(msgspec.Struct, frozen=True, gc=False):
+    """An agent's turn ended on an error: its code and one line of message."""
+
     agent_id: str
     name: str
     turn: int
@@ -67,15 +73,15 @@ class AgentFailed:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class SessionEventPosted:
+class SessionEventPosted(msgspec.Struct, frozen=True, gc=False):
+    """A record of an agent's session, once it is durable."""
+
     agent_id: str
     name: str
     record: EventRecord
 
 
-@dataclass(frozen=True, slots=True)
-class AgentTextDelta:
+class AgentTextDelta(msgspec.Struct, frozen=True, gc=False):
     """A piece of a model response's visible text as it streams in (live only, never stored).
 
     The pieces of one step join into the text of that step's `assistant/message` record.
@@ -88,8 +94,7 @@ class AgentTextDelta:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class AgentReasoningDelta:
+class AgentReasoningDelta(msgspec.Struct, frozen=True, gc=False):
     """A piece of the model's reasoning as it streams in (live only, never stored)."""
 
     agent_id: str

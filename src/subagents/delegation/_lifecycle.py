@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 __all__ = [
     "DefinitionsChanged",
@@ -13,25 +13,25 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderAdded:
+class ProviderAdded(msgspec.Struct, frozen=True, gc=False):
+    """A subagent provider was registered under `name`."""
+
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderRemoved:
+class ProviderRemoved(msgspec.Struct, frozen=True, gc=False):
+    """The subagent provider `name` was removed."""
+
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class DefinitionsChanged:
+class DefinitionsChanged(msgspec.Struct, frozen=True, gc=False):
     """The runtime's agent definitions were (re)loaded: tools derived from them re-derive."""
 
     names: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SubagentStarted:
+class SubagentStarted(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A child's run began (`subagent/start`); its `SubagentEnded` has the same `run_id`."""
 
     run_id: str
@@ -55,8 +55,7 @@ class SubagentStarted:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SubagentEnded:
+class SubagentEnded(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A child's run ended (`subagent/end`), how, and the last thing it said."""
 
     run_id: str

@@ -18,8 +18,9 @@ parent's completed turns; the service checks both before any child exists.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
+
+import msgspec
 
 from ..core import Agent, AgentConfig, AgentRuntime
 from ..ids import SessionId
@@ -47,16 +48,14 @@ CAPABILITY_ORDER: tuple[Capability, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class ToolFilter:
+class ToolFilter(msgspec.Struct, frozen=True, gc=False):
     """Narrow the tools a child inherits: `allow` (None: all) minus `deny`."""
 
     allow: frozenset[str] | None = None
     deny: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StartRequest:
+class StartRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One child to create. The service has validated it and reserved its name."""
 
     parent: Agent
@@ -80,8 +79,7 @@ class StartRequest:
         return self.full_name.rsplit("/", 1)[-1]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ResumeRequest:
+class ResumeRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One stored child to load from its own log."""
 
     header: SessionHeader

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal, TypeAlias
+
+import msgspec
 
 from ..messages import JsonValue
 from ..sessions import AssistantMessageEvent, EventRecord, InboxSpliced, TurnEnd
@@ -14,8 +15,7 @@ __all__ = ["ResultStop", "SubagentResult", "result_from_log"]
 ResultStop: TypeAlias = Literal["completed", "aborted", "error", "max-tokens", "refusal", "budget"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SubagentResult:
+class SubagentResult(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A child's final answer: `output` is its last non-empty assistant text."""
 
     output: str

@@ -17,8 +17,9 @@ import itertools
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from ..core import Agent, AgentConfig, AgentRuntime
 from ..definitions import AgentDefinition
@@ -65,8 +66,7 @@ __all__ = [
 log = logging.getLogger("subagents.delegation")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Admission:
+class Admission(msgspec.Struct, frozen=True, kw_only=True):
     """A validated start whose name is reserved; `launch` it or `cancel` it."""
 
     provider: SubagentProvider
@@ -523,7 +523,7 @@ class SubagentService:
         canonical = await self.runtime.child_cwd(
             parent, admission.cwd, asked=admission.requested_cwd
         )
-        return dataclasses.replace(admission, cwd=canonical)
+        return msgspec.structs.replace(admission, cwd=canonical)
 
     async def open_model(self, admission: Admission) -> Model:
         """The child's model: its definition's (opened once per runtime), else its parent's."""

@@ -14,10 +14,11 @@ activation takes no more input. A resumed activation recovers its state from its
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from typing import cast
+
+import msgspec
 
 from ..core import Agent
 from ..errors import ErrorCode, SubagentError, SubagentsError
@@ -203,11 +204,13 @@ class StructuredCapture:
         """The run's result with the captured value; a finish without one is an `error`."""
         value = self.committed(records)
         if value is not None:
-            return dataclasses.replace(result, structured=value, stop_reason="completed")
+            return msgspec.structs.replace(result, structured=value, stop_reason="completed")
         if self.exhausted:
-            return dataclasses.replace(
+            return msgspec.structs.replace(
                 result, stop_reason="error", diagnostic=invalid_diagnostic(self.invalid)
             )
         if result.stop_reason == "completed":
-            return dataclasses.replace(result, stop_reason="error", diagnostic=MISSING_DIAGNOSTIC)
+            return msgspec.structs.replace(
+                result, stop_reason="error", diagnostic=MISSING_DIAGNOSTIC
+            )
         return result

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias
 
 import msgspec
@@ -46,8 +45,7 @@ class ToolSchema(msgspec.Struct, frozen=True):
     parameters: JsonObject
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelRequest:
+class ModelRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One model call.
 
     `call_index` counts this agent's model calls since its own start (a fork's inherited
@@ -60,7 +58,7 @@ class ModelRequest:
     call_index: int
     system: str
     messages: Sequence[Message]
-    tools: Sequence[ToolSchema] = field(default_factory=tuple[ToolSchema, ...])
+    tools: Sequence[ToolSchema] = ()
     max_tokens: int | None = None
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
@@ -37,8 +36,10 @@ __all__ = [
 log = logging.getLogger("subagents.tools")
 
 
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
+class ToolOutcome(msgspec.Struct, frozen=True, gc=False):
+    """What a tool call gives the model: its result text, whether it failed (with a stable
+    `code`), and whether the handler concluded the agent's turn."""
+
     content: str
     is_error: bool = False
     code: str | None = None
@@ -104,8 +105,7 @@ def render_value(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-@dataclass(frozen=True, slots=True)
-class CheckedCall:
+class CheckedCall(msgspec.Struct, frozen=True):
     """A call that passed lookup, parsing, validation and the guards: ready to run."""
 
     spec: ToolSpec
