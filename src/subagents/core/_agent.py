@@ -167,17 +167,25 @@ class AgentConfig:
         new = dict(told)
         context: list[tuple[str, str]] = []
         placed: set[str] = set()
-        for topic, text in self.context:
+        for item in self.context:  # a new agent has none yet
+            topic = item[0]
             if topic not in new:
-                context.append((topic, text))
+                context.append(item)
             elif topic not in placed:
                 placed.add(topic)
                 context.append((topic, new[topic]))
-        context.extend((t, x) for t, x in new.items() if t not in placed)
+        context.extend(item for item in new.items() if item[0] not in placed)
         if order:
-            rank = {name: index for index, name in enumerate(order)}
-            context.sort(key=lambda item: rank.get(item[0], len(rank)))
+            rank = _rank(tuple(order))
+            last = len(rank)
+            context.sort(key=lambda item: rank.get(item[0], last))
         return tuple(context)
+
+
+@functools.lru_cache(maxsize=16)
+def _rank(order: tuple[str, ...]) -> dict[str, int]:
+    """Each topic's place in `order` (a runtime has one or two orders, asked per agent)."""
+    return {name: index for index, name in enumerate(order)}
 
 
 class Agent:

@@ -55,8 +55,10 @@ class AgentDisposed(msgspec.Struct, frozen=True, gc=False):
 
 
 class AgentStatusChanged(msgspec.Struct, frozen=True, gc=False):
-    """An agent began running turns (`running`) or stopped (`idle`: no work left, or a turn
-    failed)."""
+    """An agent began running turns (`running`) or stopped (`idle`).
+
+    It stops when no work is left, or after a turn that failed.
+    """
 
     agent_id: str
     name: str

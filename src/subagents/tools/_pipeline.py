@@ -37,8 +37,11 @@ log = logging.getLogger("subagents.tools")
 
 
 class ToolOutcome(msgspec.Struct, frozen=True, gc=False):
-    """What a tool call gives the model: its result text, whether it failed (with a stable
-    `code`), and whether the handler concluded the agent's turn."""
+    """What a tool call gives the model.
+
+    Its result text, whether it failed (with a stable `code`), and whether the handler
+    concluded the agent's turn.
+    """
 
     content: str
     is_error: bool = False
