@@ -234,14 +234,19 @@ def _definition_for(
     return "fork", definition
 
 
-async def _start_continuable(
-    service: SubagentService, continuable: ContinuableManager, admission: Admission
-) -> str:
+async def _checked_cwd(service: SubagentService, admission: Admission) -> Admission:
+    """The admission with its cwd checked; given back (`cancel`) when the check refuses it."""
     try:
-        admission = await service.check_cwd(admission)
+        return await service.check_cwd(admission)
     except BaseException:
         service.cancel(admission)
         raise
+
+
+async def _start_continuable(
+    service: SubagentService, continuable: ContinuableManager, admission: Admission
+) -> str:
+    admission = await _checked_cwd(service, admission)
     act, _ = await continuable.start(admission)
     return continuable_started_text(act.full_name, admission.name)
 
@@ -249,16 +254,13 @@ async def _start_continuable(
 async def _start_in_background(
     service: SubagentService, tasks: TaskRegistry | None, admission: Admission
 ) -> str:
-    try:
-        if tasks is None:
-            raise SubagentError(
-                "background tasks are unavailable in this runtime", code=ErrorCode.USAGE
-            )
-        # Validate the start now, so a bad cwd is this call's error, not a failed task.
-        admission = await service.check_cwd(admission)
-    except BaseException:
+    if tasks is None:
         service.cancel(admission)
-        raise
+        raise SubagentError(
+            "background tasks are unavailable in this runtime", code=ErrorCode.USAGE
+        )
+    # Validate the start now, so a bad cwd is this call's error, not a failed task.
+    admission = await _checked_cwd(service, admission)
     return _start_background(service, tasks, admission)
 
 
