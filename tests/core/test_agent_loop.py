@@ -30,6 +30,7 @@ from subagents.core import (
 )
 from subagents.core._agent import CONTEXT_CLEARED, CONTEXT_OPENING
 from subagents.errors import ErrorCode, UsageError
+from subagents.ids import new_message_id, new_session_id
 from subagents.messages import (
     AssistantMessage,
     Message,
@@ -41,10 +42,12 @@ from subagents.messages import (
 )
 from subagents.sessions import (
     AssistantMessageEvent,
+    EventRecord,
     InboxSpliced,
     ModelErrorEvent,
     RequestHeader,
     SessionEvent,
+    SessionHeader,
     ToolResultEvent,
     TurnEnd,
     TurnStart,
@@ -1107,6 +1110,53 @@ async def test_the_runtime_context_is_a_message_entered_when_it_changes(clock: F
     assert texts(third.messages)[-2:] == [f"user:{CONTEXT_CLEARED}", "user:third"]
     sources = [e.message.source for e in events(agent, UserMessageEvent)]
     assert sources.count(CONTEXT_SOURCE) == 2
+
+
+def test_siblings_told_the_same_after_their_first_paragraph_share_its_block() -> None:
+    rest = (("delegation", "Answer in full."), ("file-policy", "Read only."))
+    one = AgentConfig(context=(("identity", "You are a."), *rest))
+    two = AgentConfig(context=(("identity", "You are b."), *rest))
+    assert one.context_text == f"{CONTEXT_OPENING}\n\nYou are a.\n\nAnswer in full.\n\nRead only."
+    assert [b.text for b in one.context_blocks] == [
+        f"{CONTEXT_OPENING}\n\nYou are a.",
+        "\n\nAnswer in full.\n\nRead only.",
+    ]
+    # One object for every sibling: a fan-out holds the rest once, not once per child.
+    assert one.context_blocks[1] is two.context_blocks[1]
+    assert one.context_blocks[0] != two.context_blocks[0]
+    assert AgentConfig().context_blocks == ()
+
+
+async def test_a_context_entered_in_one_block_is_not_entered_again_when_the_text_is_the_same(
+    clock: FakeClock,
+) -> None:
+    # A log written when the context message was one block: the same text, cut differently.
+    told = AgentConfig().context_saying([("who", "You are here."), ("rules", "Be brief.")])
+    old = UserMessage(
+        id=new_message_id(),
+        content=(TextBlock(f"{CONTEXT_OPENING}\n\nYou are here.\n\nBe brief."),),
+        source=CONTEXT_SOURCE,
+    )
+    header = SessionHeader(id=new_session_id(), tenant="default", created_at=clock.now(), cwd="/")
+    store = InMemoryEventStore()
+    model = scripted("lead:\n  - text: one\n  - text: two\n", clock)
+    async with AgentRuntime(model=model, store=store, clock=clock) as rt:
+        await store.create(header)
+        await store.append(
+            header.id,
+            [
+                EventRecord(0, clock.now(), UserMessageEvent(message=old, turn=1)),
+                EventRecord(1, clock.now(), TurnEnd(turn=1, reason="completed")),
+            ],
+        )
+        agent = await rt.resume_agent(header.id, config=AgentConfig(context=told))
+        await rt.run("first", agent=agent)
+        agent.config = agent.config.with_context("rules", "Be thorough.")
+        await rt.run("second", agent=agent)
+    first, second = model.requests_of("lead")
+    assert [m.source for m in first.messages].count(CONTEXT_SOURCE) == 1  # only the old one
+    changed = f"{CONTEXT_OPENING}\n\nYou are here.\n\nBe thorough."
+    assert texts(second.messages)[-2:] == [f"user:{changed}", "user:second"]
 
 
 _TOPICS = st.sampled_from(["delegation", "file-policy", "limits", "persona", "extra"])

@@ -13,7 +13,7 @@ from typing import Any, Final, Literal
 from .._task_owner import TaskOwner
 from ..errors import ClosedError, ErrorCode, UsageError
 from ..ids import SessionId
-from ..messages import Message, MessageSource, UserMessage, user_message
+from ..messages import Message, MessageSource, TextBlock, UserMessage, user_message
 from ..models import Model
 from ..sessions import (
     AssistantMessageEvent,
@@ -138,9 +138,25 @@ class AgentConfig:
     @property
     def context_text(self) -> str:
         """The runtime-context snapshot `context` renders ("" when it says nothing)."""
-        if not self.context:
-            return ""
-        return "\n\n".join([CONTEXT_OPENING, *(text for _, text in self.context)])
+        return "".join(block.text for block in self.context_blocks)
+
+    @property
+    def context_blocks(self) -> tuple[TextBlock, ...]:
+        """The text blocks of the runtime-context message `context` renders (() for none).
+
+        The opening and the first paragraph are one block, the other paragraphs one more,
+        which agents saying the same share: the first topic is the one that says who the
+        agent is (delegation ranks it first), and a fan-out of thousands of children would
+        otherwise hold thousands of copies of the rest. Joined, the blocks are the text a
+        model is sent.
+        """
+        context = self.context
+        if not context:
+            return ()
+        head = TextBlock(f"{CONTEXT_OPENING}\n\n{context[0][1]}")
+        if len(context) == 1:
+            return (head,)
+        return (head, _shared_paragraphs(tuple(text for _, text in context[1:])))
 
     def with_context(self, topic: str, text: str, *, order: Sequence[str] = ()) -> AgentConfig:
         """This config telling `text` about `topic`, in place of what it said about it before.
@@ -180,6 +196,12 @@ class AgentConfig:
             last = len(rank)
             context.sort(key=lambda item: rank.get(item[0], last))
         return tuple(context)
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_paragraphs(texts: tuple[str, ...]) -> TextBlock:
+    """The block after a runtime context's first paragraph (one object for every sibling)."""
+    return TextBlock("\n\n" + "\n\n".join(texts))
 
 
 @functools.lru_cache(maxsize=16)
@@ -304,13 +326,13 @@ class Agent:
         self.transcript: list[Message] = list(fold(TranscriptProjection(), records))
         self.last_header: tuple[str, str, str, tuple[str, ...]] | None = None
         self.header_reason: Literal["initial", "resume"] = "initial"
-        self.context_snapshot = ""
-        """The runtime context this agent's own log last entered ("" for none or cleared)."""
+        self.context_snapshot: tuple[TextBlock, ...] = ()
+        """The runtime context this agent's own log last entered (() for none or cleared)."""
         for record in own:
             match record.event:
                 case UserMessageEvent(message=message) if message.source == CONTEXT_SOURCE:
-                    text = message.text
-                    self.context_snapshot = "" if text == CONTEXT_CLEARED else text
+                    cleared = message.text == CONTEXT_CLEARED
+                    self.context_snapshot = () if cleared else message.content
                 case TurnStart(turn=turn):
                     self.turn_number = turn
                 case AssistantMessageEvent() | ModelErrorEvent():

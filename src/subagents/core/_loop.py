@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Literal
 
 from ..errors import ErrorCode, ModelError, SubagentsError
 from ..ids import new_message_id
-from ..messages import AssistantMessage, ToolCallBlock, ToolResultMessage, user_message
+from ..messages import (
+    AssistantMessage,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+    UserMessage,
+)
 from ..models import (
     BlockAssembler,
     FinishReason,
@@ -65,6 +71,7 @@ StepOutcome = Literal["completed", "continue", "max-tokens", "refusal"]
 
 ABORTED_TEXT = "Error: tool call aborted"
 ABORTED_BEFORE_DISPATCH_TEXT = "Error: tool call aborted before dispatch"
+_CLEARED_BLOCKS = (TextBlock(CONTEXT_CLEARED),)
 
 
 class _Turn:
@@ -177,13 +184,23 @@ def _enter_context(agent: Agent, turn: int) -> None:
     It is a message after the system prompt and tools, so those stay one prefix for every
     agent of a scope; a fork's seed keeps its parent's snapshots and the fork enters its own.
     """
-    snapshot = agent.config.context_text
-    if snapshot == agent.context_snapshot:
+    blocks = agent.config.context_blocks
+    entered = agent.context_snapshot
+    if blocks == entered:
         return
-    message = user_message(snapshot or CONTEXT_CLEARED, source=CONTEXT_SOURCE)
+    if entered and _joined(blocks) == _joined(entered):  # the same text cut otherwise (an old log)
+        agent.context_snapshot = blocks
+        return
+    message = UserMessage(
+        id=new_message_id(), content=blocks or _CLEARED_BLOCKS, source=CONTEXT_SOURCE
+    )
     agent.record(UserMessageEvent(message=message, turn=turn))
     agent.transcript.append(message)
-    agent.context_snapshot = snapshot
+    agent.context_snapshot = blocks
+
+
+def _joined(blocks: tuple[TextBlock, ...]) -> str:
+    return "".join(block.text for block in blocks)
 
 
 def _budget_end(turn: int, spent: str) -> TurnEnd:
