@@ -1154,7 +1154,10 @@ async def test_a_context_entered_in_one_block_is_not_entered_again_when_the_text
         agent.config = agent.config.with_context("rules", "Be thorough.")
         await rt.run("second", agent=agent)
     first, second = model.requests_of("lead")
-    assert [m.source for m in first.messages].count(CONTEXT_SOURCE) == 1  # only the old one
+    told_context = [
+        m for m in first.messages if isinstance(m, UserMessage) and m.source == CONTEXT_SOURCE
+    ]
+    assert told_context == [old]  # only the one logged before: not entered again
     changed = f"{CONTEXT_OPENING}\n\nYou are here.\n\nBe thorough."
     assert texts(second.messages)[-2:] == [f"user:{changed}", "user:second"]
 
