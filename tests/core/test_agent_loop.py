@@ -1127,6 +1127,17 @@ def test_siblings_told_the_same_after_their_first_paragraph_share_its_block() ->
     assert AgentConfig().context_blocks == ()
 
 
+@given(st.lists(st.tuples(st.text(max_size=3), st.text(max_size=8)), max_size=5))
+def test_the_context_blocks_joined_are_the_opening_and_every_paragraph(
+    context: list[tuple[str, str]],
+) -> None:
+    config = AgentConfig(context=tuple(context))
+    paragraphs = [text for _, text in context]
+    expected = "\n\n".join([CONTEXT_OPENING, *paragraphs]) if context else ""
+    assert "".join(b.text for b in config.context_blocks) == config.context_text == expected
+    assert len(config.context_blocks) == min(len(context), 2)
+
+
 async def test_a_context_entered_in_one_block_is_not_entered_again_when_the_text_is_the_same(
     clock: FakeClock,
 ) -> None:
