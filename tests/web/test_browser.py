@@ -22,6 +22,9 @@ from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 from test_live_console import LIVE_SCRIPT
 from web_support import console_process
 
+from subagents.core import CONTEXT_SOURCE
+from subagents.sessions import UserMessageEvent
+
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", "build/test-artifacts")) / "web"
 WAIT_MS = 60_000
 CHROMIUM_FLAGS = [
@@ -106,6 +109,17 @@ def test_a_running_tree_live_in_the_page_with_its_controls(
             # The model's markup is shown as its characters, not as an element.
             expect(answer.first).to_contain_text("worker answer: <i>noted</i>")
             assert transcript.locator("i").count() == 0
+            # The runtime context reads as the model is sent it: its blocks joined as they are.
+            worker_id = view.children(root)["worker"]
+            told = [
+                e.event.message.text
+                for e in view.events(worker_id)
+                if isinstance(e.event, UserMessageEvent)
+                and e.event.message.source == CONTEXT_SOURCE
+            ]
+            shown = transcript.locator(".entry.runtime .text").first.text_content()
+            assert len(told) == 1
+            assert shown == told[0]
 
             (tmp_path / "lead-go").touch()
             expect(member_row(page, "lead").locator(".status")).to_have_text("completed")

@@ -941,8 +941,9 @@
     return el('details', { class: 'fold' }, el('summary', { text: summary }), ...body);
   }
 
+  /** A user-role message's text: its blocks joined as they are, as the model is sent them. */
   function messageText(message) {
-    return ((message && message.content) || []).map((b) => (typeof b === 'string' ? b : b.text || '')).join('\n');
+    return ((message && message.content) || []).map((b) => (typeof b === 'string' ? b : b.text || '')).join('');
   }
 
   /** The label a user-role message gets from its source. */
