@@ -30,7 +30,6 @@ from subagents import (
     Runtime,
     SessionEventPosted,
 )
-from subagents.cli._stream import delta_line, event_line, line_text, result_line
 from subagents.models import ScriptedCall, ScriptedModel, ScriptedResponse
 from subagents.sessions import (
     AssistantMessageEvent,
@@ -82,13 +81,19 @@ class LineSink:
     """Where a streamed run's lines go: /dev/null, one flushed write per line, counted."""
 
     def __init__(self, out: TextIO) -> None:
+        # The command line's line format, imported only for a streamed run: a plain run's
+        # process then holds none of the CLI's modules, some 4,300 objects that S3's full
+        # collection would walk and that a program using the runtime does not import.
+        from subagents.cli import _stream
+
+        self.lines = _stream
         self.out = out
         self.events = 0
         self.deltas = 0
         self.kinds: Counter[str] = Counter()
 
     def write(self, line: dict[str, object]) -> None:
-        self.out.write(line_text(line) + "\n")
+        self.out.write(self.lines.line_text(line) + "\n")
         self.out.flush()
 
 
@@ -100,12 +105,12 @@ async def streamed_run(rt: Runtime, sink: LineSink) -> RunResult:
             case SessionEventPosted(agent_id=session_id, name=name, record=record):
                 sink.events += 1
                 sink.kinds[record.kind] += 1
-                sink.write(event_line(name, session_id, record))
+                sink.write(sink.lines.event_line(name, session_id, record))
             case AgentTextDelta() | AgentReasoningDelta():
                 sink.deltas += 1
                 kind = "text" if isinstance(event, AgentTextDelta) else "reasoning"
                 sink.write(
-                    delta_line(
+                    sink.lines.delta_line(
                         event.name,
                         event.agent_id,
                         turn=event.turn,
@@ -117,7 +122,7 @@ async def streamed_run(rt: Runtime, sink: LineSink) -> RunResult:
             case RunFinished(result=result):
                 finished = result
                 sink.write(
-                    result_line(
+                    sink.lines.result_line(
                         {
                             "session_id": result.session_id,
                             "stop_reason": result.stop_reason,
@@ -139,12 +144,13 @@ async def run(spec: RunSpec, *, stream: bool = False) -> Observed:
         db = Path(tmp) / "bench.db"
         outputs: list[str] = []
         problems: list[str] = []
-        sink = LineSink(devnull)
+        sink = LineSink(devnull) if stream else None
         async with Runtime(model=model, store=db, delegation=DELEGATION) as rt:
             runs = spec.size if spec.shape == "runs" else 1
             with Stopwatch() as watch:
                 for _ in range(runs):
-                    result = await (streamed_run(rt, sink) if stream else rt.run(LEAD_PROMPT))
+                    lead = rt.run(LEAD_PROMPT) if sink is None else streamed_run(rt, sink)
+                    result = await lead
                     outputs.append(result.output)
                     if result.stop_reason != "completed":
                         problems.append(f"a lead run ended {result.stop_reason}")
@@ -152,7 +158,7 @@ async def run(spec: RunSpec, *, stream: bool = False) -> Observed:
                 # event durable inside the timed part" true whatever `run` does internally.
                 await rt.store.flush()
         observed = await count_from_store(db, watch, outputs, problems)
-        if stream:
+        if sink is not None:
             await check_streamed(db, sink, observed)
     check_consumption(spec, model, observed)
     return observed
